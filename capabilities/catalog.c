@@ -1,0 +1,71 @@
+/* The op id -> rows index (O(1)) and the flat list of every row. */
+#include <pthread.h>
+#include <stddef.h>
+
+#include "capabilities/rows.h"
+#include "opslib/ops.h"
+
+#define DECLARE_ROWS(op)                        \
+  extern const opsi_kernel_row opsi_##op##_rows[]; \
+  extern const size_t opsi_##op##_row_count;
+
+DECLARE_ROWS(sdpa)
+DECLARE_ROWS(gemm)
+DECLARE_ROWS(layernorm)
+DECLARE_ROWS(rmsnorm)
+DECLARE_ROWS(softmax)
+DECLARE_ROWS(sin_affine)
+DECLARE_ROWS(unary)
+DECLARE_ROWS(binary)
+DECLARE_ROWS(reduce)
+
+typedef struct {
+  const opsi_kernel_row *rows;
+  const size_t *count;
+} op_rows;
+
+/* Indexed by ops_op; 0 is unused. */
+static const op_rows k_by_op[] = {
+    [OPS_OP_SDPA] = {opsi_sdpa_rows, &opsi_sdpa_row_count},
+    [OPS_OP_GEMM] = {opsi_gemm_rows, &opsi_gemm_row_count},
+    [OPS_OP_LAYERNORM] = {opsi_layernorm_rows, &opsi_layernorm_row_count},
+    [OPS_OP_RMSNORM] = {opsi_rmsnorm_rows, &opsi_rmsnorm_row_count},
+    [OPS_OP_SOFTMAX] = {opsi_softmax_rows, &opsi_softmax_row_count},
+    [OPS_OP_SIN_AFFINE] = {opsi_sin_affine_rows, &opsi_sin_affine_row_count},
+    [OPS_OP_UNARY] = {opsi_unary_rows, &opsi_unary_row_count},
+    [OPS_OP_BINARY] = {opsi_binary_rows, &opsi_binary_row_count},
+    [OPS_OP_REDUCE] = {opsi_reduce_rows, &opsi_reduce_row_count},
+};
+
+#define OP_SLOTS (sizeof k_by_op / sizeof k_by_op[0])
+
+const opsi_kernel_row *opsi_rows_for_op(int32_t op, size_t *count) {
+  if (op <= 0 || (size_t)op >= OP_SLOTS || k_by_op[op].rows == NULL) {
+    *count = 0;
+    return NULL;
+  }
+  *count = *k_by_op[op].count;
+  return k_by_op[op].rows;
+}
+
+#define MAX_ROWS 256
+
+static const opsi_kernel_row *g_all[MAX_ROWS];
+static size_t g_all_count;
+static pthread_once_t g_all_once = PTHREAD_ONCE_INIT;
+
+static void build_all(void) {
+  size_t k = 0;
+  for (size_t op = 1; op < OP_SLOTS; ++op) {
+    for (size_t i = 0; k_by_op[op].rows != NULL && i < *k_by_op[op].count && k < MAX_ROWS; ++i) {
+      g_all[k++] = &k_by_op[op].rows[i];
+    }
+  }
+  g_all_count = k;
+}
+
+const opsi_kernel_row *const *opsi_all_rows(size_t *count) {
+  pthread_once(&g_all_once, build_all);
+  *count = g_all_count;
+  return g_all;
+}

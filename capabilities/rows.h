@@ -1,0 +1,71 @@
+/*
+ * The capability row: everything the dispatcher and `explain` know about one
+ * pre-instantiated kernel, as data. If a property decides whether or how a kernel is
+ * chosen, it is a field here and a rule in dispatch/rules.c, never an `if` elsewhere.
+ * Rows are grouped by op (capabilities/<op>_rows.c); catalog.c indexes them by op id.
+ */
+#ifndef OPSLIB_CAPABILITIES_ROWS_H_
+#define OPSLIB_CAPABILITIES_ROWS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common/launch.h"
+#include "opslib/ops.h"
+
+#define OPSI_DTYPE_BIT(dt) (1u << (dt))
+#define OPSI_FLOAT_DTYPES \
+  (OPSI_DTYPE_BIT(OPS_DTYPE_F32) | OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16))
+#define OPSI_ALL_VARIANTS 0xFFFFFFFFu
+
+/* One warp role of a kernel, e.g. {"producer", 4, "TMA loads of K and V"}. */
+typedef struct opsi_warp_role {
+  const char *name;
+  int32_t warps;
+  const char *work;
+} opsi_warp_role;
+
+#define OPSI_MAX_ROLES 3
+
+typedef struct opsi_kernel_row {
+  /* identity */
+  int32_t id;       /* stable kernel_id: never renumbered or reused */
+  const char *name; /* stable, unique; OPSLIB_FORCE_KERNEL takes it */
+  int32_t op;       /* ops_op */
+  int32_t backend;  /* ops_device_type */
+  int32_t sm_min;   /* inclusive SM range (10 * major + minor); 0, 0 on the CPU */
+  int32_t sm_max;
+
+  /* what it accepts */
+  uint32_t dtypes;     /* OPSI_DTYPE_BIT of each main-input dtype */
+  uint32_t out_dtypes; /* OPSI_DTYPE_BIT of each output dtype */
+  uint32_t variants;   /* bit per problem.variant value (activation, binary op, reduce op) */
+  uint32_t flags;      /* OPSI_F_* features it implements */
+  int32_t align;       /* bytes every operand's rows must be aligned to (problem.align) */
+  int64_t dim_min[8];  /* per problem.dims index; 0 = no bound */
+  int64_t dim_max[8];  /* 0 = no bound */
+  int64_t dim_multiple[8]; /* 0 or 1 = any */
+  int32_t requires_tf32;   /* 1: rounds f32 inputs to tf32, needs OPS_MATH_ALLOW_TF32 */
+
+  /* how it is built */
+  opsi_warp_role roles[OPSI_MAX_ROLES]; /* name NULL ends the list */
+  int32_t stages;                       /* async pipeline stages (0: none) */
+  const char *smem_layout;              /* tile shapes and swizzle / padding */
+  int32_t smem_bytes;                   /* dynamic + static shared memory per block */
+  int32_t threads;                      /* per block; 0 on the CPU */
+  uint32_t fuses;                       /* OPSI_F_* prologues / epilogues it absorbs */
+  int32_t deterministic;                /* bitwise identical results run to run */
+  const char *reduction_order;
+
+  /* what it costs and how it runs */
+  opsi_workspace_fn workspace; /* NULL: needs none */
+  opsi_launch_fn launch;
+} opsi_kernel_row;
+
+/* The rows of `op` (NULL, 0 for an unknown op): O(1), a table indexed by op id. */
+const opsi_kernel_row *opsi_rows_for_op(int32_t op, size_t *count);
+
+/* Every row of every op, for listing and consistency checks. */
+const opsi_kernel_row *const *opsi_all_rows(size_t *count);
+
+#endif /* OPSLIB_CAPABILITIES_ROWS_H_ */

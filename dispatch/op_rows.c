@@ -1,0 +1,225 @@
+/*
+ * The row-wise ops over the last axis: ops_layernorm, ops_rmsnorm and ops_softmax.
+ * Validation and normalization into opsi_rows_args, then the dispatcher.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "dispatch/dispatch.h"
+#include "kernels/norm/rows_args.h"
+#include "opslib/ops.h"
+#include "runtime/error.h"
+
+void ops_norm_params_init(ops_norm_params *p) {
+  if (p == NULL) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = (uint32_t)sizeof *p;
+  p->eps = 1e-5f;
+}
+
+void ops_softmax_params_init(ops_softmax_params *p) {
+  if (p == NULL) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = (uint32_t)sizeof *p;
+  p->scale = 1.0f;
+}
+
+/* x [..., N] and y (x's shape and dtype): the row geometry every row-wise op shares. */
+static ops_status rows_common(const opsi_vctx *v, const ops_tensor *x, const ops_tensor *y,
+                              opsi_rows_args *a, opsi_problem *pr, int32_t op, int64_t *ny) {
+  OPSI_TRY(opsi_check_tensor(v, "x", x, NULL));
+  OPSI_TRY(opsi_check_tensor(v, "y", y, ny));
+  OPSI_TRY(opsi_check_dtype_in(v, "x", x, OPSI_FLOAT_DTYPES));
+  OPSI_TRY(opsi_check_ndim(v, "x", x, 1, OPS_MAX_DIMS));
+  OPSI_TRY(opsi_check_dtype_eq(v, "y", y, x->dtype, "x's dtype"));
+  OPSI_TRY(opsi_check_shape(v, "y", y, x->ndim, x->shape, "x's shape"));
+  memset(a, 0, sizeof *a);
+  a->x = *x;
+  a->y = *y;
+  a->lead_ndim = x->ndim - 1;
+  a->rows = 1;
+  for (int i = 0; i < a->lead_ndim; ++i) {
+    a->lead_shape[i] = x->shape[i];
+    a->rows *= x->shape[i];
+  }
+  a->cols = x->shape[x->ndim - 1];
+  opsi_problem_init(pr, op, v->handle);
+  pr->dtype = x->dtype;
+  pr->out_dtype = y->dtype;
+  pr->dims[OPSI_ROWS_ROWS] = a->rows;
+  pr->dims[OPSI_ROWS_COLS] = a->cols;
+  return OPS_OK;
+}
+
+/* Rows must be unit-stride for the fast kernels; note when one is not. */
+static void note_row_layout(opsi_problem *pr, const ops_tensor *t) {
+  if (t == NULL) return;
+  opsi_problem_add_align(pr, t);
+  const int last = t->ndim - 1;
+  if (last >= 0 && t->shape[last] > 1 && t->strides[last] != 1) pr->flags |= OPSI_F_STRIDED;
+}
+
+/* An optional tensor with exactly x's shape and dtype (residual, residual_out). */
+static ops_status like_x(const opsi_vctx *v, const char *arg, const ops_tensor *t, const ops_tensor *x,
+                         int64_t *n) {
+  OPSI_TRY(opsi_check_tensor(v, arg, t, n));
+  OPSI_TRY(opsi_check_dtype_eq(v, arg, t, x->dtype, "x's dtype"));
+  return opsi_check_shape(v, arg, t, x->ndim, x->shape, "x's shape");
+}
+
+/* An optional f32 statistics output with x's shape minus the last axis. */
+static ops_status stats_out(const opsi_vctx *v, const char *arg, const ops_tensor *t, const ops_tensor *x,
+                            int64_t *n) {
+  OPSI_TRY(opsi_check_tensor(v, arg, t, n));
+  OPSI_TRY(opsi_check_dtype_eq(v, arg, t, OPS_DTYPE_F32, "statistics are f32"));
+  return opsi_check_shape(v, arg, t, x->ndim - 1, x->shape, "x's shape without the last axis");
+}
+
+static ops_status norm_prepare(const opsi_vctx *v, int rms, const ops_norm_params *params,
+                               const ops_tensor *x, const ops_tensor *w, const ops_tensor *y,
+                               opsi_rows_args *a, opsi_problem *pr, int *empty) {
+  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
+  ops_norm_params p;
+  ops_norm_params_init(&p);
+  OPSI_TRY(opsi_read_params(v, "ops_norm_params", params, sizeof p, &p));
+  if (!isfinite(p.eps) || p.eps < 0.0f) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->eps: expected a finite value >= 0, got %g",
+                     v->fn, (double)p.eps);
+  }
+  if (p.residual_out != NULL && p.residual == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER,
+                     "%s: params->residual: expected a tensor (params->residual_out is set), got NULL", v->fn);
+  }
+  if (rms && p.mean_out != NULL) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: params->mean_out: expected NULL (RMSNorm subtracts no mean), got a tensor", v->fn);
+  }
+  int64_t ny, nres = 0, nmean = 0, nrstd = 0;
+  OPSI_TRY(rows_common(v, x, y, a, pr, rms ? OPS_OP_RMSNORM : OPS_OP_LAYERNORM, &ny));
+  const int64_t cols = a->cols;
+  OPSI_TRY(opsi_check_tensor(v, "weight", w, NULL));
+  OPSI_TRY(opsi_check_dtype_in(v, "weight", w, OPSI_DTYPE_BIT(x->dtype) | OPSI_DTYPE_BIT(OPS_DTYPE_F32)));
+  OPSI_TRY(opsi_check_shape(v, "weight", w, 1, &cols, "[N], N = x's last extent"));
+  if (p.bias != NULL) {
+    OPSI_TRY(opsi_check_tensor(v, "params->bias", p.bias, NULL));
+    OPSI_TRY(opsi_check_dtype_eq(v, "params->bias", p.bias, w->dtype, "weight's dtype"));
+    OPSI_TRY(opsi_check_shape(v, "params->bias", p.bias, 1, &cols, "[N], N = x's last extent"));
+  }
+  if (p.residual != NULL) OPSI_TRY(like_x(v, "params->residual", p.residual, x, NULL));
+  if (p.residual_out != NULL) OPSI_TRY(like_x(v, "params->residual_out", p.residual_out, x, &nres));
+  if (p.mean_out != NULL) OPSI_TRY(stats_out(v, "params->mean_out", p.mean_out, x, &nmean));
+  if (p.rstd_out != NULL) OPSI_TRY(stats_out(v, "params->rstd_out", p.rstd_out, x, &nrstd));
+
+  const opsi_operand operands[] = {
+      {"x", x, 0, {NULL, NULL}},
+      {"weight", w, 0, {NULL, NULL}},
+      {"params->bias", p.bias, 0, {NULL, NULL}},
+      {"params->residual", p.residual, 0, {NULL, NULL}},
+      {"y", y, 1, {x, NULL}},
+      {"params->residual_out", p.residual_out, 1, {p.residual, NULL}},
+      {"params->mean_out", p.mean_out, 1, {NULL, NULL}},
+      {"params->rstd_out", p.rstd_out, 1, {NULL, NULL}},
+  };
+  OPSI_TRY(opsi_check_aliasing(v, operands, (int)(sizeof operands / sizeof operands[0])));
+
+  a->weight = *w;
+  a->rms = rms;
+  a->eps = p.eps;
+  if ((a->has_bias = p.bias != NULL)) a->bias = *p.bias;
+  if ((a->has_residual = p.residual != NULL)) a->residual = *p.residual;
+  if ((a->has_residual_out = p.residual_out != NULL)) a->residual_out = *p.residual_out;
+  if ((a->has_mean_out = p.mean_out != NULL)) a->mean_out = *p.mean_out;
+  if ((a->has_rstd_out = p.rstd_out != NULL)) a->rstd_out = *p.rstd_out;
+
+  if (a->has_bias) pr->flags |= OPSI_F_BIAS;
+  if (a->has_residual) pr->flags |= OPSI_F_RESIDUAL;
+  if (a->has_residual_out) pr->flags |= OPSI_F_RESIDUAL_OUT;
+  if (a->has_mean_out || a->has_rstd_out) pr->flags |= OPSI_F_STATS_OUT;
+  const ops_tensor *rows[] = {x, y, w, p.bias, p.residual, p.residual_out};
+  for (size_t i = 0; i < 6; ++i) note_row_layout(pr, rows[i]);
+  *empty = ny == 0 && nres == 0 && nmean == 0 && nrstd == 0;
+  return OPS_OK;
+}
+
+static ops_status softmax_prepare(const opsi_vctx *v, const ops_softmax_params *params,
+                                  const ops_tensor *x, const ops_tensor *y, opsi_rows_args *a,
+                                  opsi_problem *pr, int *empty) {
+  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
+  ops_softmax_params p;
+  ops_softmax_params_init(&p);
+  OPSI_TRY(opsi_read_params(v, "ops_softmax_params", params, sizeof p, &p));
+  if (!isfinite(p.scale)) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->scale: expected a finite value, got %g",
+                     v->fn, (double)p.scale);
+  }
+  int64_t ny;
+  OPSI_TRY(rows_common(v, x, y, a, pr, OPS_OP_SOFTMAX, &ny));
+  const opsi_operand operands[] = {{"x", x, 0, {NULL, NULL}}, {"y", y, 1, {x, NULL}}};
+  OPSI_TRY(opsi_check_aliasing(v, operands, 2));
+  a->scale = p.scale;
+  note_row_layout(pr, x);
+  note_row_layout(pr, y);
+  *empty = ny == 0;
+  return OPS_OK;
+}
+
+static ops_status norm_entry(const char *fn, int rms, ops_handle handle, const ops_norm_params *params,
+                             const ops_tensor *x, const ops_tensor *w, const ops_tensor *y,
+                             void *workspace, size_t workspace_bytes, size_t *query) {
+  opsi_clear_error();
+  const opsi_vctx vc = {fn, handle};
+  opsi_rows_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(norm_prepare(&vc, rms, params, x, w, y, &args, &pr, &empty));
+  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+}
+
+ops_status ops_layernorm(ops_handle handle, const ops_norm_params *params, const ops_tensor *x,
+                         const ops_tensor *weight, const ops_tensor *y, void *workspace,
+                         size_t workspace_bytes) {
+  return norm_entry("ops_layernorm", 0, handle, params, x, weight, y, workspace, workspace_bytes, NULL);
+}
+
+ops_status ops_layernorm_workspace_size(ops_handle handle, const ops_norm_params *params,
+                                        const ops_tensor *x, const ops_tensor *weight,
+                                        const ops_tensor *y, size_t *bytes) {
+  if (bytes == NULL) return opsi_null_query("ops_layernorm_workspace_size");
+  return norm_entry("ops_layernorm_workspace_size", 0, handle, params, x, weight, y, NULL, 0, bytes);
+}
+
+ops_status ops_rmsnorm(ops_handle handle, const ops_norm_params *params, const ops_tensor *x,
+                       const ops_tensor *weight, const ops_tensor *y, void *workspace,
+                       size_t workspace_bytes) {
+  return norm_entry("ops_rmsnorm", 1, handle, params, x, weight, y, workspace, workspace_bytes, NULL);
+}
+
+ops_status ops_rmsnorm_workspace_size(ops_handle handle, const ops_norm_params *params,
+                                      const ops_tensor *x, const ops_tensor *weight,
+                                      const ops_tensor *y, size_t *bytes) {
+  if (bytes == NULL) return opsi_null_query("ops_rmsnorm_workspace_size");
+  return norm_entry("ops_rmsnorm_workspace_size", 1, handle, params, x, weight, y, NULL, 0, bytes);
+}
+
+static ops_status softmax_entry(const char *fn, ops_handle handle, const ops_softmax_params *params,
+                                const ops_tensor *x, const ops_tensor *y, void *workspace,
+                                size_t workspace_bytes, size_t *query) {
+  opsi_clear_error();
+  const opsi_vctx vc = {fn, handle};
+  opsi_rows_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(softmax_prepare(&vc, params, x, y, &args, &pr, &empty));
+  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+}
+
+ops_status ops_softmax(ops_handle handle, const ops_softmax_params *params, const ops_tensor *x,
+                       const ops_tensor *y, void *workspace, size_t workspace_bytes) {
+  return softmax_entry("ops_softmax", handle, params, x, y, workspace, workspace_bytes, NULL);
+}
+
+ops_status ops_softmax_workspace_size(ops_handle handle, const ops_softmax_params *params,
+                                      const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
+  if (bytes == NULL) return opsi_null_query("ops_softmax_workspace_size");
+  return softmax_entry("ops_softmax_workspace_size", handle, params, x, y, NULL, 0, bytes);
+}

@@ -1,0 +1,282 @@
+/*
+ * ops_sdpa: validation and normalization into opsi_sdpa_args (4-D BSHD views; varlen as
+ * batch-stride-0 views over the packed tensors), then the dispatcher.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "capabilities/rows.h"
+#include "dispatch/dispatch.h"
+#include "kernels/flash/sdpa_args.h"
+#include "opslib/ops.h"
+#include "runtime/error.h"
+#include "runtime/handle_internal.h"
+
+void ops_sdpa_params_init(ops_sdpa_params *p) {
+  if (p == NULL) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = (uint32_t)sizeof *p;
+  p->scale = 0.0f;
+  p->causal = 0;
+  p->window_left = -1;
+  p->window_right = -1;
+}
+
+/* cu_seqlens: int32 [batch + 1]; on the CPU its contents are checked too (on a GPU they
+ * cannot be read without synchronizing; kernels clamp them instead). */
+static ops_status check_cu_seqlens(const opsi_vctx *v, const char *arg, const ops_tensor *cu,
+                                   int64_t total, int32_t max_seqlen, const char *max_arg) {
+  int64_t n;
+  OPSI_TRY(opsi_check_tensor(v, arg, cu, &n));
+  OPSI_TRY(opsi_check_dtype_in(v, arg, cu, OPSI_DTYPE_BIT(OPS_DTYPE_I32)));
+  OPSI_TRY(opsi_check_ndim(v, arg, cu, 1, 1));
+  if (n < 1) {
+    return opsi_fail(OPS_ERR_BAD_SIZE, "%s: %s: expected batch + 1 >= 1 offsets, got 0", v->fn, arg);
+  }
+  if (max_seqlen < 0) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->%s: expected >= 0, got %d", v->fn,
+                     max_arg, (int)max_seqlen);
+  }
+  if (cu->device.type != OPS_DEVICE_CPU) {
+    return OPS_OK;
+  }
+  const int32_t *c = (const int32_t *)cu->data;
+  const int64_t s = cu->strides[0];
+  if (c[0] != 0) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: %s[0]: expected 0, got %d", v->fn, arg, (int)c[0]);
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    const int64_t len = (int64_t)c[i * s] - c[(i - 1) * s];
+    if (len < 0 || len > max_seqlen) {
+      return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                       "%s: %s: sequence %lld has length %lld; expected 0..%d (params->%s)", v->fn,
+                       arg, (long long)(i - 1), (long long)len, (int)max_seqlen, max_arg);
+    }
+  }
+  if (c[(n - 1) * s] != total) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: %s[%lld]: expected %lld (the packed rows), got %d", v->fn, arg,
+                     (long long)(n - 1), (long long)total, (int)c[(n - 1) * s]);
+  }
+  return OPS_OK;
+}
+
+static ops_status check_params(const opsi_vctx *v, const ops_sdpa_params *p) {
+  if (!isfinite(p->scale)) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->scale: expected a finite value (0 for 1/sqrt(head_dim)), got %g",
+                     v->fn, (double)p->scale);
+  }
+  if (p->causal != 0 && p->causal != 1) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->causal: expected 0 or 1, got %d", v->fn,
+                     (int)p->causal);
+  }
+  if (p->window_left < -1 || p->window_right < -1) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: params->window_%s: expected -1 (unbounded) or >= 0, got %d", v->fn,
+                     p->window_left < -1 ? "left" : "right",
+                     (int)(p->window_left < -1 ? p->window_left : p->window_right));
+  }
+  if (p->causal && p->window_right > 0) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: params->window_right: expected -1 or 0 with causal (which ends the window "
+                     "at the diagonal), got %d", v->fn, (int)p->window_right);
+  }
+  if ((p->cu_seqlens_q == NULL) != (p->cu_seqlens_k == NULL)) {
+    return opsi_fail(OPS_ERR_NULL_POINTER,
+                     "%s: params->%s: expected a tensor (varlen needs both cu_seqlens), got NULL",
+                     v->fn, p->cu_seqlens_q == NULL ? "cu_seqlens_q" : "cu_seqlens_k");
+  }
+  if (p->cu_seqlens_q != NULL && p->attn_mask != NULL) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: params->attn_mask: expected NULL with varlen (cu_seqlens set), got a mask",
+                     v->fn);
+  }
+  return OPS_OK;
+}
+
+/* A [T, H, D] packed tensor as a [batch, T, H, D] view whose batch stride is 0. */
+static ops_tensor packed_as_batched(const ops_tensor *t, int64_t batch) {
+  ops_tensor r = *t;
+  r.ndim = 4;
+  for (int i = 3; i >= 1; --i) {
+    r.shape[i] = t->shape[i - 1];
+    r.strides[i] = t->strides[i - 1];
+  }
+  r.shape[0] = batch;
+  r.strides[0] = 0;
+  return r;
+}
+
+static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params,
+                               const ops_tensor *q, const ops_tensor *k, const ops_tensor *val,
+                               const ops_tensor *o, const ops_tensor *lse, opsi_sdpa_args *a,
+                               opsi_problem *pr, int *empty) {
+  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  OPSI_TRY(opsi_read_params(v, "ops_sdpa_params", params, sizeof p, &p));
+  OPSI_TRY(check_params(v, &p));
+
+  int64_t no, nl = 0;
+  OPSI_TRY(opsi_check_tensor(v, "q", q, NULL));
+  OPSI_TRY(opsi_check_tensor(v, "k", k, NULL));
+  OPSI_TRY(opsi_check_tensor(v, "v", val, NULL));
+  OPSI_TRY(opsi_check_tensor(v, "o", o, &no));
+  if (lse != NULL) OPSI_TRY(opsi_check_tensor(v, "lse", lse, &nl));
+  OPSI_TRY(opsi_check_dtype_in(v, "q", q, OPSI_FLOAT_DTYPES));
+  OPSI_TRY(opsi_check_dtype_eq(v, "k", k, q->dtype, "q's dtype"));
+  OPSI_TRY(opsi_check_dtype_eq(v, "v", val, q->dtype, "q's dtype"));
+  OPSI_TRY(opsi_check_dtype_eq(v, "o", o, q->dtype, "q's dtype"));
+  if (lse != NULL) OPSI_TRY(opsi_check_dtype_eq(v, "lse", lse, OPS_DTYPE_F32, "LSE is always f32"));
+
+  const int varlen = p.cu_seqlens_q != NULL;
+  const int nd = varlen ? 3 : 4;
+  const int ax = varlen ? 0 : 1; /* the S (or packed T) axis */
+  OPSI_TRY(opsi_check_ndim(v, "q", q, nd, nd));
+  OPSI_TRY(opsi_check_ndim(v, "k", k, nd, nd));
+  OPSI_TRY(opsi_check_ndim(v, "v", val, nd, nd));
+  OPSI_TRY(opsi_check_ndim(v, "o", o, nd, nd));
+  if (!varlen) {
+    OPSI_TRY(opsi_check_extent(v, "k", k, 0, q->shape[0], "batch, from q"));
+    OPSI_TRY(opsi_check_extent(v, "v", val, 0, q->shape[0], "batch, from q"));
+  }
+  const int64_t sq = q->shape[ax], hq = q->shape[ax + 1], d = q->shape[ax + 2];
+  const int64_t sk = k->shape[ax], hkv = k->shape[ax + 1];
+  OPSI_TRY(opsi_check_extent(v, "k", k, ax + 2, d, "head_dim, from q"));
+  OPSI_TRY(opsi_check_extent(v, "v", val, ax, sk, varlen ? "packed key rows, from k" : "seqlen_k, from k"));
+  OPSI_TRY(opsi_check_extent(v, "v", val, ax + 1, hkv, "heads_kv, from k"));
+  const int64_t dv = val->shape[ax + 2];
+  if ((hkv == 0 && hq != 0) || (hkv != 0 && hq % hkv != 0)) {
+    return opsi_fail(OPS_ERR_SHAPE_MISMATCH,
+                     "%s: k: axis %d (heads_kv): expected a divisor of heads_q = %lld (GQA), got %lld",
+                     v->fn, ax + 1, (long long)hq, (long long)hkv);
+  }
+  int64_t batch;
+  if (varlen) {
+    batch = p.cu_seqlens_q->ndim == 1 ? p.cu_seqlens_q->shape[0] - 1 : 0;
+    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_q", p.cu_seqlens_q, sq, p.max_seqlen_q, "max_seqlen_q"));
+    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_k", p.cu_seqlens_k, sk, p.max_seqlen_k, "max_seqlen_k"));
+    OPSI_TRY(opsi_check_extent(v, "params->cu_seqlens_k", p.cu_seqlens_k, 0, batch + 1,
+                               "batch + 1, from cu_seqlens_q"));
+    const int64_t o_shape[3] = {sq, hq, dv};
+    OPSI_TRY(opsi_check_shape(v, "o", o, 3, o_shape, "[Tq, Hq, Dv] from q and v"));
+    if (lse != NULL) {
+      const int64_t l_shape[2] = {hq, sq};
+      OPSI_TRY(opsi_check_shape(v, "lse", lse, 2, l_shape, "[Hq, Tq] from q"));
+    }
+  } else {
+    batch = q->shape[0];
+    const int64_t o_shape[4] = {batch, sq, hq, dv};
+    OPSI_TRY(opsi_check_shape(v, "o", o, 4, o_shape, "[B, Sq, Hq, Dv] from q and v"));
+    if (lse != NULL) {
+      const int64_t l_shape[3] = {batch, hq, sq};
+      OPSI_TRY(opsi_check_shape(v, "lse", lse, 3, l_shape, "[B, Hq, Sq] from q"));
+    }
+  }
+  const int64_t seqlen_q = varlen ? p.max_seqlen_q : sq;
+  const int64_t seqlen_k = varlen ? p.max_seqlen_k : sk;
+
+  memset(a, 0, sizeof *a);
+  if (p.attn_mask != NULL) {
+    OPSI_TRY(opsi_check_tensor(v, "params->attn_mask", p.attn_mask, NULL));
+    OPSI_TRY(opsi_check_dtype_in(v, "params->attn_mask", p.attn_mask,
+                                 OPSI_DTYPE_BIT(OPS_DTYPE_F32) | OPSI_DTYPE_BIT(q->dtype)));
+    const int64_t m_shape[4] = {batch, hq, sq, sk};
+    OPSI_TRY(opsi_broadcast_to(v, "params->attn_mask", p.attn_mask, 4, m_shape, "[B, Hq, Sq, Sk]", &a->mask));
+    a->has_mask = 1;
+  }
+
+  const opsi_operand operands[] = {
+      {"q", q, 0, {NULL, NULL}}, {"k", k, 0, {NULL, NULL}}, {"v", val, 0, {NULL, NULL}},
+      {"params->attn_mask", p.attn_mask, 0, {NULL, NULL}},
+      {"params->cu_seqlens_q", p.cu_seqlens_q, 0, {NULL, NULL}},
+      {"params->cu_seqlens_k", p.cu_seqlens_k, 0, {NULL, NULL}},
+      {"o", o, 1, {NULL, NULL}}, {"lse", lse, 1, {NULL, NULL}},
+  };
+  OPSI_TRY(opsi_check_aliasing(v, operands, (int)(sizeof operands / sizeof operands[0])));
+
+  if (varlen) {
+    a->q = packed_as_batched(q, batch);
+    a->k = packed_as_batched(k, batch);
+    a->v = packed_as_batched(val, batch);
+    a->o = packed_as_batched(o, batch);
+    if (lse != NULL) {
+      a->lse = *lse; /* [Hq, Tq] -> [batch, Hq, Tq] with batch stride 0 */
+      a->lse.ndim = 3;
+      a->lse.shape[0] = batch, a->lse.shape[1] = hq, a->lse.shape[2] = sq;
+      a->lse.strides[0] = 0, a->lse.strides[1] = lse->strides[0], a->lse.strides[2] = lse->strides[1];
+    }
+    a->cu_seqlens_q = (const int32_t *)p.cu_seqlens_q->data;
+    a->cu_seqlens_k = (const int32_t *)p.cu_seqlens_k->data;
+    a->cu_stride_q = p.cu_seqlens_q->strides[0];
+    a->cu_stride_k = p.cu_seqlens_k->strides[0];
+  } else {
+    a->q = *q, a->k = *k, a->v = *val, a->o = *o;
+    if (lse != NULL) a->lse = *lse;
+  }
+  a->has_lse = lse != NULL;
+  a->varlen = varlen;
+  a->batch = batch;
+  a->seqlen_q = seqlen_q;
+  a->seqlen_k = seqlen_k;
+  a->heads_q = hq;
+  a->heads_kv = hkv;
+  a->head_dim = d;
+  a->head_dim_v = dv;
+  a->scale = p.scale != 0.0f ? (double)p.scale : (d > 0 ? 1.0 / sqrt((double)d) : 1.0);
+  a->window_left = p.window_left;
+  a->window_right = p.causal ? 0 : p.window_right;
+
+  opsi_problem_init(pr, OPS_OP_SDPA, v->handle);
+  pr->dtype = q->dtype;
+  pr->out_dtype = o->dtype;
+  pr->dims[OPSI_SDPA_B] = batch;
+  pr->dims[OPSI_SDPA_SQ] = seqlen_q;
+  pr->dims[OPSI_SDPA_SK] = seqlen_k;
+  pr->dims[OPSI_SDPA_HQ] = hq;
+  pr->dims[OPSI_SDPA_HKV] = hkv;
+  pr->dims[OPSI_SDPA_D] = d;
+  pr->dims[OPSI_SDPA_DV] = dv;
+  if (p.causal) pr->flags |= OPSI_F_CAUSAL;
+  if (p.window_left >= 0 || (!p.causal && p.window_right >= 0)) pr->flags |= OPSI_F_WINDOW;
+  if (hq != hkv) pr->flags |= OPSI_F_GQA;
+  if (varlen) pr->flags |= OPSI_F_VARLEN;
+  if (lse != NULL) pr->flags |= OPSI_F_LSE;
+  if (a->has_mask) pr->flags |= OPSI_F_MASK;
+  if (dv != d) pr->flags |= OPSI_F_DV_NE_D;
+  const ops_tensor *rowwise[] = {q, k, val, o};
+  for (size_t i = 0; i < 4; ++i) {
+    opsi_problem_add_align(pr, rowwise[i]);
+    if (rowwise[i]->ndim > 0 && rowwise[i]->shape[nd - 1] > 1 && rowwise[i]->strides[nd - 1] != 1) {
+      pr->flags |= OPSI_F_STRIDED;
+    }
+  }
+  *empty = no == 0 && nl == 0;
+  return OPS_OK;
+}
+
+static ops_status sdpa_entry(const char *fn, ops_handle handle, const ops_sdpa_params *params,
+                             const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
+                             const ops_tensor *o, const ops_tensor *lse, void *workspace,
+                             size_t workspace_bytes, size_t *query) {
+  opsi_clear_error();
+  const opsi_vctx vc = {fn, handle};
+  opsi_sdpa_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(sdpa_prepare(&vc, params, q, k, v, o, lse, &args, &pr, &empty));
+  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+}
+
+ops_status ops_sdpa(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                    const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                    const ops_tensor *lse, void *workspace, size_t workspace_bytes) {
+  return sdpa_entry("ops_sdpa", handle, params, q, k, v, o, lse, workspace, workspace_bytes, NULL);
+}
+
+ops_status ops_sdpa_workspace_size(ops_handle handle, const ops_sdpa_params *params,
+                                   const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
+                                   const ops_tensor *o, const ops_tensor *lse, size_t *bytes) {
+  if (bytes == NULL) return opsi_null_query("ops_sdpa_workspace_size");
+  return sdpa_entry("ops_sdpa_workspace_size", handle, params, q, k, v, o, lse, NULL, 0, bytes);
+}

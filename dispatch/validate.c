@@ -1,0 +1,244 @@
+/* The shared checks of dispatch/validate.h. */
+#include "dispatch/validate.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "capabilities/rows.h"
+#include "runtime/error.h"
+#include "runtime/handle_internal.h"
+#include "runtime/tensor_internal.h"
+
+ops_status opsi_check_handle(const char *fn, ops_handle handle) {
+  if (handle == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: handle: expected a handle from ops_handle_create, got NULL", fn);
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_read_params(const opsi_vctx *v, const char *type, const void *params, size_t size,
+                            void *local) {
+  if (params == NULL) {
+    return OPS_OK;
+  }
+  uint32_t given;
+  memcpy(&given, params, sizeof given);
+  if (given != size) {
+    return opsi_fail(OPS_ERR_STRUCT_SIZE,
+                     "%s: params->struct_size: expected %zu (sizeof(%s); fill it with %s_init), got %u",
+                     v->fn, size, type, type, (unsigned)given);
+  }
+  memcpy(local, params, size);
+  return OPS_OK;
+}
+
+ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tensor *t,
+                             int64_t *numel) {
+  char a[64], b[64];
+  if (t == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: %s: expected a tensor descriptor, got NULL", v->fn, arg);
+  }
+  if (t->struct_size != sizeof(ops_tensor)) {
+    return opsi_fail(OPS_ERR_STRUCT_SIZE,
+                     "%s: %s: struct_size: expected %zu (fill it with ops_tensor_init), got %u",
+                     v->fn, arg, sizeof(ops_tensor), (unsigned)t->struct_size);
+  }
+  if (!opsi_dtype_known(t->dtype)) {
+    return opsi_fail(OPS_ERR_DTYPE_MISMATCH, "%s: %s: dtype: expected an ops_dtype value, got %d",
+                     v->fn, arg, (int)t->dtype);
+  }
+  if (t->ndim < 0 || t->ndim > OPS_MAX_DIMS) {
+    return opsi_fail(OPS_ERR_BAD_NDIM, "%s: %s: ndim: expected 0..%d, got %d", v->fn, arg,
+                     OPS_MAX_DIMS, (int)t->ndim);
+  }
+  int64_t n, lo, hi;
+  if (!opsi_shape_numel(t->ndim, t->shape, &n)) {
+    char dims[256];
+    return opsi_fail(OPS_ERR_BAD_SIZE,
+                     "%s: %s: shape: expected non-negative extents whose product fits in int64, got %s",
+                     v->fn, arg, opsi_format_dims(t->ndim, t->shape, dims, sizeof dims));
+  }
+  if (n > 0 && !opsi_tensor_byte_span(t, &lo, &hi)) {
+    return opsi_fail(OPS_ERR_BAD_SIZE, "%s: %s: strides: the byte span of the view overflows int64",
+                     v->fn, arg);
+  }
+  const ops_device hd = v->handle->device;
+  if (t->device.type != hd.type || t->device.ordinal != hd.ordinal) {
+    return opsi_fail(OPS_ERR_DEVICE_MISMATCH, "%s: %s: device: expected %s (the handle's), got %s",
+                     v->fn, arg, opsi_format_device(hd, a, sizeof a),
+                     opsi_format_device(t->device, b, sizeof b));
+  }
+  if (n > 0 && t->data == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER,
+                     "%s: %s: data: expected a pointer to %lld elements, got NULL", v->fn, arg,
+                     (long long)n);
+  }
+  const size_t elem = ops_dtype_size((ops_dtype)t->dtype);
+  if (n > 0 && (uintptr_t)t->data % elem != 0) {
+    return opsi_fail(OPS_ERR_MISALIGNED,
+                     "%s: %s: data: expected an address aligned to %zu bytes (%s elements), got %p",
+                     v->fn, arg, elem, ops_dtype_name((ops_dtype)t->dtype), t->data);
+  }
+  if (numel != NULL) {
+    *numel = n;
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_check_dtype_in(const opsi_vctx *v, const char *arg, const ops_tensor *t,
+                               uint32_t allowed) {
+  if (!(allowed & OPSI_DTYPE_BIT(t->dtype))) {
+    char list[128];
+    return opsi_fail(OPS_ERR_DTYPE_MISMATCH, "%s: %s: dtype: expected one of %s, got %s", v->fn,
+                     arg, opsi_format_dtype_mask(allowed, list, sizeof list), ops_dtype_name((ops_dtype)t->dtype));
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_check_dtype_eq(const opsi_vctx *v, const char *arg, const ops_tensor *t,
+                               int32_t expected, const char *why) {
+  if (t->dtype != expected) {
+    return opsi_fail(OPS_ERR_DTYPE_MISMATCH, "%s: %s: dtype: expected %s (%s), got %s", v->fn, arg,
+                     ops_dtype_name((ops_dtype)expected), why, ops_dtype_name((ops_dtype)t->dtype));
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_check_ndim(const opsi_vctx *v, const char *arg, const ops_tensor *t, int lo, int hi) {
+  if (t->ndim < lo || t->ndim > hi) {
+    if (lo == hi) {
+      return opsi_fail(OPS_ERR_BAD_NDIM, "%s: %s: ndim: expected %d, got %d", v->fn, arg, lo,
+                       (int)t->ndim);
+    }
+    return opsi_fail(OPS_ERR_BAD_NDIM, "%s: %s: ndim: expected %d..%d, got %d", v->fn, arg, lo, hi,
+                     (int)t->ndim);
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_check_extent(const opsi_vctx *v, const char *arg, const ops_tensor *t, int axis,
+                             int64_t expected, const char *what) {
+  if (t->shape[axis] != expected) {
+    char dims[256];
+    return opsi_fail(OPS_ERR_SHAPE_MISMATCH, "%s: %s: axis %d (%s): expected %lld, got %lld (shape %s)",
+                     v->fn, arg, axis, what, (long long)expected, (long long)t->shape[axis],
+                     opsi_format_dims(t->ndim, t->shape, dims, sizeof dims));
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_check_shape(const opsi_vctx *v, const char *arg, const ops_tensor *t, int ndim,
+                            const int64_t *shape, const char *what) {
+  int same = t->ndim == ndim;
+  for (int i = 0; same && i < ndim; ++i) {
+    same = t->shape[i] == shape[i];
+  }
+  if (!same) {
+    char want[256], got[256];
+    return opsi_fail(t->ndim == ndim ? OPS_ERR_SHAPE_MISMATCH : OPS_ERR_BAD_NDIM,
+                     "%s: %s: shape: expected %s (%s), got %s", v->fn, arg,
+                     opsi_format_dims(ndim, shape, want, sizeof want), what,
+                     opsi_format_dims(t->ndim, t->shape, got, sizeof got));
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_broadcast_to(const opsi_vctx *v, const char *arg, const ops_tensor *t, int ndim,
+                             const int64_t *shape, const char *what, ops_tensor *out) {
+  char want[256], got[256];
+  if (t->ndim > ndim) {
+    return opsi_fail(OPS_ERR_BAD_NDIM,
+                     "%s: %s: expected at most %d axes to broadcast to %s (%s), got shape %s", v->fn,
+                     arg, ndim, opsi_format_dims(ndim, shape, want, sizeof want), what,
+                     opsi_format_dims(t->ndim, t->shape, got, sizeof got));
+  }
+  ops_tensor r = *t;
+  r.ndim = ndim;
+  const int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; ++i) {
+    const int j = i - lead;
+    const int64_t ext = j >= 0 ? t->shape[j] : 1;
+    if (ext != shape[i] && ext != 1) {
+      return opsi_fail(OPS_ERR_SHAPE_MISMATCH,
+                       "%s: %s: shape: expected a shape that broadcasts to %s (%s), got %s", v->fn,
+                       arg, opsi_format_dims(ndim, shape, want, sizeof want), what,
+                       opsi_format_dims(t->ndim, t->shape, got, sizeof got));
+    }
+    r.shape[i] = shape[i];
+    r.strides[i] = (j >= 0 && ext == shape[i]) ? t->strides[j] : 0;
+  }
+  *out = r;
+  return OPS_OK;
+}
+
+ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n) {
+  for (int i = 0; i < n; ++i) {
+    const opsi_operand *o = &ops[i];
+    if (!o->is_output || o->t == NULL || ops_tensor_numel(o->t) == 0) {
+      continue;
+    }
+    if (opsi_tensor_self_overlaps(o->t)) {
+      return opsi_fail(OPS_ERR_ALIASING,
+                       "%s: %s: strides: expected an output view that addresses each element once, "
+                       "got one that overlaps itself (a 0 or overlapping stride)", v->fn, o->name);
+    }
+    for (int j = 0; j < n; ++j) {
+      const opsi_operand *u = &ops[j];
+      if (j == i || u->t == NULL || ops_tensor_numel(u->t) == 0 || !opsi_tensors_overlap(o->t, u->t)) {
+        continue;
+      }
+      const int partner = u->t == o->in_place_of[0] || u->t == o->in_place_of[1];
+      if (partner && opsi_same_view(o->t, u->t)) {
+        continue;
+      }
+      if (u->is_output && j < i) {
+        continue; /* reported when the earlier output was checked */
+      }
+      if (partner) {
+        return opsi_fail(OPS_ERR_ALIASING,
+                         "%s: %s: expected no overlap with %s, or exactly the same view (in place), "
+                         "got a partial overlap", v->fn, o->name, u->name);
+      }
+      return opsi_fail(OPS_ERR_ALIASING, "%s: %s: expected memory disjoint from %s %s, got an overlap",
+                       v->fn, o->name, u->is_output ? "output" : "input", u->name);
+    }
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_check_workspace(const opsi_vctx *v, const void *workspace, size_t bytes,
+                                size_t needed) {
+  if (bytes > 0 && workspace == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER,
+                     "%s: workspace: expected a pointer to %zu bytes, got NULL", v->fn, bytes);
+  }
+  if (bytes < needed) {
+    return opsi_fail(OPS_ERR_WORKSPACE_TOO_SMALL,
+                     "%s: workspace_bytes: expected at least %zu (see %s_workspace_size), got %zu",
+                     v->fn, needed, v->fn, bytes);
+  }
+  if (needed > 0 && (uintptr_t)workspace % 16 != 0) {
+    return opsi_fail(OPS_ERR_MISALIGNED,
+                     "%s: workspace: expected an address aligned to 16 bytes, got %p", v->fn, workspace);
+  }
+  return OPS_OK;
+}
+
+int32_t opsi_tensor_align(const ops_tensor *t) {
+  if (ops_tensor_numel(t) == 0) {
+    return 16;
+  }
+  const int64_t elem = (int64_t)ops_dtype_size((ops_dtype)t->dtype);
+  uint64_t bits = (uint64_t)(uintptr_t)t->data | 16u;
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] <= 1) continue;
+    if (i == t->ndim - 1) {
+      if (t->strides[i] != 1) return (int32_t)elem;
+    } else {
+      bits |= (uint64_t)(t->strides[i] * elem);
+    }
+  }
+  return (int32_t)(bits & (~bits + 1)); /* lowest set bit */
+}
+
+int opsi_contiguous(const ops_tensor *t) { return ops_tensor_is_contiguous(t); }

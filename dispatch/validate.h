@@ -1,0 +1,81 @@
+/*
+ * Checks shared by every entry point. Each returns OPS_OK or a specific status with the
+ * message set through opsi_fail(): "<fn>: <argument>: expected <what>, got <value>".
+ * Entry points run all their checks before anything is written.
+ */
+#ifndef OPSLIB_DISPATCH_VALIDATE_H_
+#define OPSLIB_DISPATCH_VALIDATE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opslib/handle.h"
+#include "opslib/tensor.h"
+
+/* Who is checking: the public function's name (for messages) and its handle. */
+typedef struct opsi_vctx {
+  const char *fn;
+  ops_handle handle;
+} opsi_vctx;
+
+ops_status opsi_check_handle(const char *fn, ops_handle handle);
+
+/* Copies the caller's params over *local (already holding the defaults). params == NULL
+ * keeps the defaults. struct_size must be one this library knows (size). */
+ops_status opsi_read_params(const opsi_vctx *v, const char *type, const void *params, size_t size,
+                            void *local);
+
+/* A well-formed descriptor on the handle's device: struct_size, known dtype, ndim 0..8,
+ * non-negative extents whose count and byte span fit in int64, data not NULL when there
+ * are elements, data aligned to the element size. *numel receives the element count. */
+ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tensor *t,
+                             int64_t *numel);
+
+/* t's dtype is one of `allowed` (OPSI_DTYPE_BIT mask). */
+ops_status opsi_check_dtype_in(const opsi_vctx *v, const char *arg, const ops_tensor *t,
+                               uint32_t allowed);
+
+/* t's dtype equals `expected`; `why` says where that expectation comes from ("q's dtype"). */
+ops_status opsi_check_dtype_eq(const opsi_vctx *v, const char *arg, const ops_tensor *t,
+                               int32_t expected, const char *why);
+
+ops_status opsi_check_ndim(const opsi_vctx *v, const char *arg, const ops_tensor *t, int lo, int hi);
+
+/* t->shape[axis] == expected; `what` names the axis and the source of the expectation. */
+ops_status opsi_check_extent(const opsi_vctx *v, const char *arg, const ops_tensor *t, int axis,
+                             int64_t expected, const char *what);
+
+/* t has exactly `shape` (ndim and extents); `what` names where the shape comes from. */
+ops_status opsi_check_shape(const opsi_vctx *v, const char *arg, const ops_tensor *t, int ndim,
+                            const int64_t *shape, const char *what);
+
+/* t broadcasts (NumPy rules, aligned right) to `shape`; *out becomes the broadcast view
+ * with ndim axes (stride 0 where t repeats). */
+ops_status opsi_broadcast_to(const opsi_vctx *v, const char *arg, const ops_tensor *t, int ndim,
+                             const int64_t *shape, const char *what, ops_tensor *out);
+
+/* One operand of a call for the aliasing check. Absent operands have t == NULL. */
+typedef struct opsi_operand {
+  const char *name;
+  const ops_tensor *t;
+  int is_output;
+  const ops_tensor *in_place_of[2]; /* outputs: inputs it may be the very same view of */
+} opsi_operand;
+
+/* No output overlaps itself, an input, or another output, except an output that is the
+ * same view as one of its in_place_of inputs. */
+ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n);
+
+/* The caller's workspace holds `needed` bytes and is 16-byte aligned. */
+ops_status opsi_check_workspace(const opsi_vctx *v, const void *workspace, size_t bytes,
+                                size_t needed);
+
+/* Largest power of two <= 16 dividing t's data address and the byte stride of every axis
+ * but the last; the element size when the last axis is strided (not 1). Tensors without
+ * elements count as 16. */
+int32_t opsi_tensor_align(const ops_tensor *t);
+
+/* 1 when t is contiguous row-major. */
+int opsi_contiguous(const ops_tensor *t);
+
+#endif /* OPSLIB_DISPATCH_VALIDATE_H_ */

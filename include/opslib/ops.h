@@ -1,0 +1,319 @@
+/*
+ * opslib/ops.h: the operator catalog.
+ *
+ * Conventions shared by every op (read once; each op's contract below only adds to them):
+ *
+ *  - Call shape: ops_X(handle, params, operands..., workspace, workspace_bytes).
+ *    Required operands are arguments; optional operands (bias, residual, saved statistics)
+ *    are tensor pointers in the params struct, NULL when absent.
+ *  - params may be NULL for the defaults. Otherwise it must have been filled by
+ *    ops_X_params_init(), which sets struct_size; a struct_size this library does not know
+ *    fails with OPS_ERR_STRUCT_SIZE (a smaller one from an older release is accepted, and
+ *    its missing fields take their defaults).
+ *  - Every tensor lives on the handle's device (OPS_ERR_DEVICE_MISMATCH otherwise). Data
+ *    pointers must be aligned to their element size (OPS_ERR_MISALIGNED); a kernel may
+ *    need more, which the dispatcher takes into account when it chooses one.
+ *  - workspace: scratch memory on the handle's device, at least the bytes that
+ *    ops_X_workspace_size() reports for the same operands, 16-byte aligned; NULL when that
+ *    size is 0. Too little gives OPS_ERR_WORKSPACE_TOO_SMALL.
+ *  - Outputs must not overlap inputs or each other, except where an op says "in place":
+ *    then the output may be the very same view (same data, shape and strides) as the input.
+ *  - Checking happens before anything runs: a failing call writes nothing, returns a
+ *    specific status, and leaves a message for ops_last_error().
+ *  - Tensors with no elements are valid; the op then does nothing.
+ *  - CUDA: the op is queued on the handle's stream and returns without waiting; it
+ *    allocates nothing and never synchronizes the host (CUDA-graph capturable). Errors
+ *    from the launch itself come back as OPS_ERR_CUDA. CPU: the op runs before returning.
+ *  - f16 and bf16 operands are computed with f32 accumulation (double on the CPU backend).
+ */
+#ifndef OPSLIB_OPS_H_
+#define OPSLIB_OPS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opslib/handle.h"
+#include "opslib/status.h"
+#include "opslib/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Operator ids: stable, never renumbered; new ops are appended. */
+typedef enum ops_op {
+  OPS_OP_SDPA = 1,
+  OPS_OP_GEMM = 2,
+  OPS_OP_LAYERNORM = 3,
+  OPS_OP_RMSNORM = 4,
+  OPS_OP_SOFTMAX = 5,
+  OPS_OP_SIN_AFFINE = 6,
+  OPS_OP_UNARY = 7,
+  OPS_OP_BINARY = 8,
+  OPS_OP_REDUCE = 9
+} ops_op;
+
+/* Pointwise functions: ops_unary, and the activation of a GEMM epilogue. Stable values. */
+typedef enum ops_act {
+  OPS_ACT_NONE = 0,      /* identity */
+  OPS_ACT_RELU = 1,
+  OPS_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+  OPS_ACT_GELU_ERF = 3,  /* 0.5 x (1 + erf(x / sqrt(2))) */
+  OPS_ACT_SILU = 4,      /* x / (1 + exp(-x)) */
+  OPS_ACT_SIGMOID = 5,
+  OPS_ACT_TANH = 6,
+  OPS_ACT_EXP = 7,
+  OPS_ACT_NEG = 8,
+  OPS_ACT_ABS = 9,
+  OPS_ACT_SIN = 10
+} ops_act;
+
+/* ------------------------------------------------------------------------------------ */
+/* Scaled dot-product attention                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct ops_sdpa_params {
+  uint32_t struct_size;
+  float scale;          /* multiplies Q K^T; 0 means 1/sqrt(head_dim) (default) */
+  int32_t causal;       /* 1: query i sees keys j <= i + (Sk - Sq) (bottom-right aligned) */
+  int32_t window_left;  /* >= 0: keys j >= i + (Sk - Sq) - window_left; -1: unbounded */
+  int32_t window_right; /* >= 0: keys j <= i + (Sk - Sq) + window_right; -1: unbounded */
+  /* Optional additive mask, broadcastable to [B, Hq, Sq, Sk] (f32 or q's dtype; -inf
+   * removes a key). Not with varlen. */
+  const ops_tensor *attn_mask;
+  /* Variable-length batches: both set or both NULL. int32 [batch + 1] on the handle's
+   * device, non-decreasing, starting at 0, ending at the number of rows of q (resp. k). */
+  const ops_tensor *cu_seqlens_q;
+  const ops_tensor *cu_seqlens_k;
+  int32_t max_seqlen_q; /* varlen: an upper bound of every sequence length (grid sizing) */
+  int32_t max_seqlen_k;
+} ops_sdpa_params;
+
+OPS_API void ops_sdpa_params_init(ops_sdpa_params *params);
+
+/* O = softmax(scale * Q K^T + mask) V per batch and head, with optional LSE.
+ *
+ * Layout: the logical axes are [B, S, H, D] (BSHD); a BHSD buffer is passed through
+ * its strides (ops_tensor_permute). Varlen: q [Tq, Hq, D], k [Tk, Hkv, D], v [Tk, Hkv, Dv],
+ * o [Tq, Hq, Dv], lse [Hq, Tq], sequences delimited by cu_seqlens.
+ *   q   [B, Sq, Hq, D]    f32, f16 or bf16
+ *   k   [B, Sk, Hkv, D]   q's dtype; Hq must be a multiple of Hkv (GQA / MQA)
+ *   v   [B, Sk, Hkv, Dv]  q's dtype
+ *   o   [B, Sq, Hq, Dv]   output, q's dtype
+ *   lse [B, Hq, Sq]       optional output (NULL), f32: log(sum_j exp(s_ij)) of the scaled,
+ *                         masked scores s; -inf for a row that sees no key.
+ * A query that sees no key (masked by causal, window or mask) gets O = 0, never NaN.
+ * Query head h reads key/value head h / (Hq / Hkv).
+ * Errors: as the conventions; OPS_ERR_INVALID_ARGUMENT for window < -1, causal with
+ * window_right > 0, a non-finite scale, a mask with varlen, a bad cu_seqlens or max_seqlen. */
+OPS_API ops_status ops_sdpa(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                            const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                            const ops_tensor *lse, void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_sdpa_workspace_size(ops_handle handle, const ops_sdpa_params *params,
+                                           const ops_tensor *q, const ops_tensor *k,
+                                           const ops_tensor *v, const ops_tensor *o,
+                                           const ops_tensor *lse, size_t *bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* GEMM with a fused epilogue                                                            */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct ops_gemm_params {
+  uint32_t struct_size;
+  float alpha;                /* default 1 */
+  float beta;                 /* default 0; nonzero needs c */
+  int32_t activation;         /* ops_act, default OPS_ACT_NONE */
+  const ops_tensor *c;        /* optional, broadcastable to D, D's dtype; may be D (in place) */
+  const ops_tensor *bias;     /* optional, broadcastable to D, D's dtype: [N] per column,
+                                 [M, 1] per row */
+  const ops_tensor *residual; /* optional, broadcastable to D, D's dtype; may be D (in place) */
+} ops_gemm_params;
+
+OPS_API void ops_gemm_params_init(ops_gemm_params *params);
+
+/* D = act(alpha * A B + beta * C + bias) + residual.
+ *   a [M, K] or [batch, M, K]   f32, f16 or bf16; transposes through strides
+ *   b [K, N] or [batch, K, N]   a's dtype; a batch of 1 (or a 2-D operand) is broadcast
+ *   d [M, N] or [batch, M, N]   output: a's dtype or f32
+ * f32 inputs follow the handle's math mode (OPS_MATH_ALLOW_TF32 permits tf32). */
+OPS_API ops_status ops_gemm(ops_handle handle, const ops_gemm_params *params, const ops_tensor *a,
+                            const ops_tensor *b, const ops_tensor *d, void *workspace,
+                            size_t workspace_bytes);
+
+OPS_API ops_status ops_gemm_workspace_size(ops_handle handle, const ops_gemm_params *params,
+                                           const ops_tensor *a, const ops_tensor *b,
+                                           const ops_tensor *d, size_t *bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* LayerNorm, RMSNorm (over the last axis), with an optional fused residual add          */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct ops_norm_params {
+  uint32_t struct_size;
+  float eps;                      /* default 1e-5; must be >= 0 and finite */
+  const ops_tensor *bias;         /* optional [N], weight's dtype */
+  const ops_tensor *residual;     /* optional, x's shape and dtype: x + residual is normalized */
+  const ops_tensor *residual_out; /* optional output, x's shape and dtype: receives x + residual
+                                     (needs residual) */
+  const ops_tensor *mean_out;     /* optional output f32, x's shape without the last axis
+                                     (layernorm only) */
+  const ops_tensor *rstd_out;     /* optional output f32, x's shape without the last axis:
+                                     1 / sqrt(var + eps) (layernorm), 1 / sqrt(mean(x^2) + eps) */
+} ops_norm_params;
+
+OPS_API void ops_norm_params_init(ops_norm_params *params);
+
+/* LayerNorm: y = (s - mean(s)) / sqrt(var(s) + eps) * weight + bias, s = x (+ residual),
+ * mean and (biased) variance over the last axis.
+ *   x      [..., N]  f32, f16 or bf16 (any strides)
+ *   weight [N]       x's dtype or f32
+ *   y      [..., N]  output, x's dtype; in place on x allowed */
+OPS_API ops_status ops_layernorm(ops_handle handle, const ops_norm_params *params,
+                                 const ops_tensor *x, const ops_tensor *weight, const ops_tensor *y,
+                                 void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_layernorm_workspace_size(ops_handle handle, const ops_norm_params *params,
+                                                const ops_tensor *x, const ops_tensor *weight,
+                                                const ops_tensor *y, size_t *bytes);
+
+/* RMSNorm: y = s / sqrt(mean(s^2) + eps) * weight (+ bias), s = x (+ residual). As layernorm. */
+OPS_API ops_status ops_rmsnorm(ops_handle handle, const ops_norm_params *params,
+                               const ops_tensor *x, const ops_tensor *weight, const ops_tensor *y,
+                               void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_rmsnorm_workspace_size(ops_handle handle, const ops_norm_params *params,
+                                              const ops_tensor *x, const ops_tensor *weight,
+                                              const ops_tensor *y, size_t *bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* Softmax over the last axis                                                            */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct ops_softmax_params {
+  uint32_t struct_size;
+  float scale; /* default 1: y = softmax(scale * x); must be finite */
+} ops_softmax_params;
+
+OPS_API void ops_softmax_params_init(ops_softmax_params *params);
+
+/* y[..., i] = exp(scale x_i - m) / sum_j exp(scale x_j - m), m the row maximum.
+ *   x [..., N]  f32, f16 or bf16;  y: x's shape and dtype; in place on x allowed.
+ * A row whose scaled entries are all -inf gives 0 (never NaN). */
+OPS_API ops_status ops_softmax(ops_handle handle, const ops_softmax_params *params,
+                               const ops_tensor *x, const ops_tensor *y, void *workspace,
+                               size_t workspace_bytes);
+
+OPS_API ops_status ops_softmax_workspace_size(ops_handle handle, const ops_softmax_params *params,
+                                              const ops_tensor *x, const ops_tensor *y,
+                                              size_t *bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* Elementwise                                                                           */
+/* ------------------------------------------------------------------------------------ */
+/* Inputs broadcast to the output's shape NumPy-style (axes aligned from the right; an
+ * extent of 1, or a missing leading axis, repeats). The output never broadcasts. All
+ * operands share one dtype: f32, f16 or bf16. In place: the output may be the same view
+ * as an input of the same shape. They take a workspace like every op; today's kernels
+ * need none (the size query reports 0). */
+
+typedef struct ops_sin_affine_params {
+  uint32_t struct_size;
+  float a;                  /* default 1 */
+  float b;                  /* default 0 */
+  const ops_tensor *a_tensor; /* optional: broadcast tensor used instead of a */
+  const ops_tensor *b_tensor; /* optional: broadcast tensor used instead of b */
+} ops_sin_affine_params;
+
+OPS_API void ops_sin_affine_params_init(ops_sin_affine_params *params);
+
+/* y = sin(a * x + b). */
+OPS_API ops_status ops_sin_affine(ops_handle handle, const ops_sin_affine_params *params,
+                                  const ops_tensor *x, const ops_tensor *y, void *workspace,
+                                  size_t workspace_bytes);
+
+OPS_API ops_status ops_sin_affine_workspace_size(ops_handle handle,
+                                                 const ops_sin_affine_params *params,
+                                                 const ops_tensor *x, const ops_tensor *y,
+                                                 size_t *bytes);
+
+typedef struct ops_unary_params {
+  uint32_t struct_size;
+  int32_t fn; /* ops_act; default OPS_ACT_NONE (a copy) */
+} ops_unary_params;
+
+OPS_API void ops_unary_params_init(ops_unary_params *params);
+
+/* y = fn(x). */
+OPS_API ops_status ops_unary(ops_handle handle, const ops_unary_params *params,
+                             const ops_tensor *x, const ops_tensor *y, void *workspace,
+                             size_t workspace_bytes);
+
+OPS_API ops_status ops_unary_workspace_size(ops_handle handle, const ops_unary_params *params,
+                                            const ops_tensor *x, const ops_tensor *y,
+                                            size_t *bytes);
+
+typedef enum ops_binary_op {
+  OPS_BINARY_ADD = 0,
+  OPS_BINARY_SUB = 1,
+  OPS_BINARY_MUL = 2,
+  OPS_BINARY_DIV = 3,
+  OPS_BINARY_MAX = 4,
+  OPS_BINARY_MIN = 5
+} ops_binary_op;
+
+typedef struct ops_binary_params {
+  uint32_t struct_size;
+  int32_t op; /* ops_binary_op; default OPS_BINARY_ADD */
+} ops_binary_params;
+
+OPS_API void ops_binary_params_init(ops_binary_params *params);
+
+/* y = a op b, a and b broadcast to y. */
+OPS_API ops_status ops_binary(ops_handle handle, const ops_binary_params *params,
+                              const ops_tensor *a, const ops_tensor *b, const ops_tensor *y,
+                              void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_binary_workspace_size(ops_handle handle, const ops_binary_params *params,
+                                             const ops_tensor *a, const ops_tensor *b,
+                                             const ops_tensor *y, size_t *bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* Reductions                                                                            */
+/* ------------------------------------------------------------------------------------ */
+
+typedef enum ops_reduce_op {
+  OPS_REDUCE_SUM = 0,
+  OPS_REDUCE_MEAN = 1,
+  OPS_REDUCE_MAX = 2,
+  OPS_REDUCE_MIN = 3
+} ops_reduce_op;
+
+#define OPS_REDUCE_ALL_AXES 0xFFFFFFFFu
+
+typedef struct ops_reduce_params {
+  uint32_t struct_size;
+  int32_t op;      /* ops_reduce_op; default OPS_REDUCE_SUM */
+  uint32_t axes;   /* bit i reduces axis i; OPS_REDUCE_ALL_AXES (default) reduces all */
+  int32_t keepdim; /* 1: reduced axes stay with extent 1; 0 (default): they are removed */
+} ops_reduce_params;
+
+OPS_API void ops_reduce_params_init(ops_reduce_params *params);
+
+/* y = op over the chosen axes of x.
+ *   x  f32, f16 or bf16, any strides;  y  x's dtype or f32, the reduced shape.
+ * Reducing an axis of extent 0 gives the identity: sum 0, max -inf, min +inf; mean NaN
+ * (0 / 0, as NumPy). No axes (axes == 0) copies x. NaN propagates through max and min. */
+OPS_API ops_status ops_reduce(ops_handle handle, const ops_reduce_params *params,
+                              const ops_tensor *x, const ops_tensor *y, void *workspace,
+                              size_t workspace_bytes);
+
+OPS_API ops_status ops_reduce_workspace_size(ops_handle handle, const ops_reduce_params *params,
+                                             const ops_tensor *x, const ops_tensor *y,
+                                             size_t *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPSLIB_OPS_H_ */

@@ -1,0 +1,69 @@
+/*
+ * What a kernel row's functions receive: the problem (the dispatcher's summary of a call,
+ * which decides eligibility, cost and workspace) and the launch context (stream,
+ * workspace). Each op family defines its own argument struct beside its kernels
+ * (e.g. kernels/flash/sdpa_args.h); a launch function receives it as `const void *`.
+ */
+#ifndef OPSLIB_KERNELS_COMMON_LAUNCH_H_
+#define OPSLIB_KERNELS_COMMON_LAUNCH_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opslib/handle.h"
+#include "opslib/status.h"
+
+/* Features a call uses; a kernel row lists the ones it supports. */
+enum {
+  OPSI_F_CAUSAL = 1u << 0,
+  OPSI_F_WINDOW = 1u << 1,
+  OPSI_F_GQA = 1u << 2,          /* Hq > Hkv */
+  OPSI_F_VARLEN = 1u << 3,
+  OPSI_F_LSE = 1u << 4,
+  OPSI_F_MASK = 1u << 5,         /* additive attention mask */
+  OPSI_F_BIAS = 1u << 6,
+  OPSI_F_RESIDUAL = 1u << 7,     /* GEMM residual add; norm residual input */
+  OPSI_F_RESIDUAL_OUT = 1u << 8, /* norm: x + residual written out */
+  OPSI_F_BETA_C = 1u << 9,       /* GEMM: beta * C */
+  OPSI_F_BATCHED = 1u << 10,     /* GEMM: batch > 1 */
+  OPSI_F_STATS_OUT = 1u << 11,   /* norm: mean / rstd written out */
+  OPSI_F_BROADCAST = 1u << 12,   /* elementwise: some input broadcasts */
+  OPSI_F_STRIDED = 1u << 13,     /* some operand is not contiguous row-major */
+  OPSI_F_KEEPDIM = 1u << 14,     /* reduce */
+  OPSI_F_DV_NE_D = 1u << 15      /* SDPA: value head dim differs from the query's */
+};
+
+/* The dispatcher's summary of one call. Plain data: compared and hashed as bytes by the
+ * plan cache, so every field is always fully written (unused ones 0). */
+typedef struct opsi_problem {
+  int32_t op;            /* ops_op */
+  int32_t backend;       /* ops_device_type of the handle */
+  int32_t sm;            /* SM of the code the build runs on the device (code_sm); 0 on the CPU */
+  int32_t dtype;         /* the main input dtype */
+  int32_t out_dtype;
+  int32_t math_mode;     /* ops_math_mode */
+  int32_t deterministic; /* the handle demands bitwise reproducibility */
+  int32_t variant;       /* op-specific: activation, binary op, reduce op */
+  uint32_t flags;        /* OPSI_F_* */
+  int32_t align;         /* largest power of two (<= 16) dividing every data pointer in bytes */
+  int64_t dims[8];       /* op-specific shape signature: the OPSI_DIM_* indices below */
+} opsi_problem;
+
+/* Which dims[] entry holds what, per op. */
+enum { OPSI_SDPA_B, OPSI_SDPA_SQ, OPSI_SDPA_SK, OPSI_SDPA_HQ, OPSI_SDPA_HKV, OPSI_SDPA_D, OPSI_SDPA_DV };
+enum { OPSI_GEMM_BATCH, OPSI_GEMM_M, OPSI_GEMM_N, OPSI_GEMM_K };
+enum { OPSI_ROWS_ROWS, OPSI_ROWS_COLS };          /* layernorm, rmsnorm, softmax */
+enum { OPSI_EW_NUMEL, OPSI_EW_NDIM, OPSI_EW_INPUTS }; /* sin_affine, unary, binary */
+enum { OPSI_REDUCE_OUT, OPSI_REDUCE_INNER, OPSI_REDUCE_NDIM };
+
+typedef struct opsi_launch {
+  ops_handle handle;
+  void *stream; /* cudaStream_t */
+  void *workspace;
+  size_t workspace_bytes;
+} opsi_launch;
+
+typedef ops_status (*opsi_launch_fn)(const opsi_launch *ctx, const void *args);
+typedef size_t (*opsi_workspace_fn)(const opsi_problem *problem);
+
+#endif /* OPSLIB_KERNELS_COMMON_LAUNCH_H_ */

@@ -1,0 +1,40 @@
+/*
+ * The validated operands of one ops_sdpa call, normalized by the dispatcher so that every
+ * kernel sees one shape of problem:
+ *   q, k, v, o are 4-D [B, S, H, D] views. Varlen calls become B = batch views whose batch
+ *   stride is 0 over the packed [T, H, D] tensors; row i of sequence b is at S index
+ *   seq_start(b) + i.
+ *   lse is a 3-D [B, Hq, Sq] view (varlen: batch stride 0, S index seq_start(b) + i).
+ *   mask is a 4-D view broadcast to [B, Hq, Sq, Sk] (strides 0 on broadcast axes).
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_
+#define OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_
+
+#include <stdint.h>
+
+#include "opslib/tensor.h"
+
+typedef struct opsi_sdpa_args {
+  ops_tensor q, k, v, o;
+  ops_tensor lse;  /* valid when has_lse */
+  ops_tensor mask; /* valid when has_mask */
+  int has_lse;
+  int has_mask;
+  int varlen;
+  const int32_t *cu_seqlens_q; /* varlen: [batch + 1] on the handle's device */
+  const int32_t *cu_seqlens_k;
+  int64_t cu_stride_q; /* element stride of cu_seqlens_q */
+  int64_t cu_stride_k;
+  int64_t batch;
+  int64_t seqlen_q; /* varlen: max_seqlen_q */
+  int64_t seqlen_k; /* varlen: max_seqlen_k */
+  int64_t heads_q;
+  int64_t heads_kv;
+  int64_t head_dim;
+  int64_t head_dim_v;
+  double scale;
+  int64_t window_left;  /* -1: unbounded */
+  int64_t window_right; /* -1: unbounded; 0 when causal */
+} opsi_sdpa_args;
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_ */

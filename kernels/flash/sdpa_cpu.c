@@ -1,0 +1,91 @@
+/*
+ * ops_sdpa on the CPU, in double: for each (batch, query head, query row) the masked,
+ * scaled scores of the whole key row are formed, then one exact softmax (max-subtracted)
+ * and the weighted sum of V. A row that sees no key gets O = 0 and LSE = -inf.
+ *
+ * Workspace: the score row (max_seqlen_k doubles) and the output accumulator (Dv doubles),
+ * so the reference allocates nothing, like every kernel.
+ */
+#include "kernels/flash/sdpa_cpu.h"
+
+#include <math.h>
+
+#include "kernels/common/cpu_elem.h"
+#include "kernels/flash/sdpa_args.h"
+
+size_t opsi_sdpa_cpu_workspace(const opsi_problem *p) {
+  return (size_t)(p->dims[OPSI_SDPA_SK] + p->dims[OPSI_SDPA_DV]) * sizeof(double);
+}
+
+static inline int64_t off4(const ops_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
+  return b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d * t->strides[3];
+}
+
+/* Key j is visible to query i when it lies in the (causal / sliding) window whose
+ * diagonal is aligned to the bottom-right corner: j - i == sk - sq on the diagonal. */
+static inline int key_visible(const opsi_sdpa_args *a, int64_t i, int64_t j, int64_t diag) {
+  if (a->window_left >= 0 && j < i + diag - a->window_left) return 0;
+  if (a->window_right >= 0 && j > i + diag + a->window_right) return 0;
+  return 1;
+}
+
+ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
+  const opsi_sdpa_args *a = (const opsi_sdpa_args *)argp;
+  double *scores = (double *)ctx->workspace;
+  double *acc = scores + a->seqlen_k;
+  const int64_t group = a->heads_q / a->heads_kv;
+
+  for (int64_t b = 0; b < a->batch; ++b) {
+    const int64_t q0 = a->varlen ? a->cu_seqlens_q[b * a->cu_stride_q] : 0;
+    const int64_t k0 = a->varlen ? a->cu_seqlens_k[b * a->cu_stride_k] : 0;
+    const int64_t sq = a->varlen ? a->cu_seqlens_q[(b + 1) * a->cu_stride_q] - q0 : a->seqlen_q;
+    const int64_t sk = a->varlen ? a->cu_seqlens_k[(b + 1) * a->cu_stride_k] - k0 : a->seqlen_k;
+    const int64_t diag = sk - sq;
+    for (int64_t h = 0; h < a->heads_q; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < sq; ++i) {
+        double row_max = -INFINITY;
+        for (int64_t j = 0; j < sk; ++j) {
+          if (!key_visible(a, i, j, diag)) {
+            scores[j] = -INFINITY;
+            continue;
+          }
+          double dot = 0.0;
+          for (int64_t d = 0; d < a->head_dim; ++d) {
+            dot += opsi_load(a->q.data, off4(&a->q, b, q0 + i, h, d), a->q.dtype) *
+                   opsi_load(a->k.data, off4(&a->k, b, k0 + j, hk, d), a->k.dtype);
+          }
+          double s = a->scale * dot;
+          if (a->has_mask) {
+            s += opsi_load(a->mask.data, off4(&a->mask, b, h, i, j), a->mask.dtype);
+          }
+          scores[j] = s;
+          if (s > row_max || s != s) row_max = s; /* NaN propagates */
+        }
+        double lse = -INFINITY;
+        for (int64_t d = 0; d < a->head_dim_v; ++d) acc[d] = 0.0;
+        if (row_max != -INFINITY) { /* some key is visible */
+          double sum = 0.0;
+          for (int64_t j = 0; j < sk; ++j) {
+            const double p = exp(scores[j] - row_max);
+            if (p == 0.0) continue;
+            sum += p;
+            for (int64_t d = 0; d < a->head_dim_v; ++d) {
+              acc[d] += p * opsi_load(a->v.data, off4(&a->v, b, k0 + j, hk, d), a->v.dtype);
+            }
+          }
+          for (int64_t d = 0; d < a->head_dim_v; ++d) acc[d] /= sum;
+          lse = row_max + log(sum);
+        }
+        for (int64_t d = 0; d < a->head_dim_v; ++d) {
+          opsi_store(a->o.data, off4(&a->o, b, q0 + i, h, d), a->o.dtype, acc[d]);
+        }
+        if (a->has_lse) {
+          const int64_t off = b * a->lse.strides[0] + h * a->lse.strides[1] + (q0 + i) * a->lse.strides[2];
+          ((float *)a->lse.data)[off] = (float)lse;
+        }
+      }
+    }
+  }
+  return OPS_OK;
+}

@@ -1,0 +1,11 @@
+/* CPU references of the row-wise ops: LayerNorm / RMSNorm (with fused residual add) and
+ * softmax. Neither needs a workspace. */
+#ifndef OPSLIB_KERNELS_NORM_ROWS_CPU_H_
+#define OPSLIB_KERNELS_NORM_ROWS_CPU_H_
+
+#include "kernels/common/launch.h"
+
+ops_status opsi_norm_cpu(const opsi_launch *ctx, const void *args);
+ops_status opsi_softmax_cpu(const opsi_launch *ctx, const void *args);
+
+#endif /* OPSLIB_KERNELS_NORM_ROWS_CPU_H_ */

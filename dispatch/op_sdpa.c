@@ -25,11 +25,15 @@ void ops_sdpa_params_init(ops_sdpa_params *p) {
 /* cu_seqlens: int32 [batch + 1]; on the CPU its contents are checked too (on a GPU they
  * cannot be read without synchronizing; kernels clamp them instead). */
 static ops_status check_cu_seqlens(const opsi_vctx *v, const char *arg, const ops_tensor *cu,
-                                   int64_t total, int32_t max_seqlen, const char *max_arg) {
+                                   int64_t expected_len, int64_t total, int32_t max_seqlen,
+                                   const char *max_arg) {
   int64_t n;
   OPSI_TRY(opsi_check_tensor(v, arg, cu, &n));
   OPSI_TRY(opsi_check_dtype_in(v, arg, cu, OPSI_DTYPE_BIT(OPS_DTYPE_I32)));
   OPSI_TRY(opsi_check_ndim(v, arg, cu, 1, 1));
+  if (expected_len >= 0) {
+    OPSI_TRY(opsi_check_extent(v, arg, cu, 0, expected_len, "batch + 1, from cu_seqlens_q"));
+  }
   if (n < 1) {
     return opsi_fail(OPS_ERR_BAD_SIZE, "%s: %s: expected batch + 1 >= 1 offsets, got 0", v->fn, arg);
   }
@@ -154,10 +158,9 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   int64_t batch;
   if (varlen) {
     batch = p.cu_seqlens_q->ndim == 1 ? p.cu_seqlens_q->shape[0] - 1 : 0;
-    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_q", p.cu_seqlens_q, sq, p.max_seqlen_q, "max_seqlen_q"));
-    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_k", p.cu_seqlens_k, sk, p.max_seqlen_k, "max_seqlen_k"));
-    OPSI_TRY(opsi_check_extent(v, "params->cu_seqlens_k", p.cu_seqlens_k, 0, batch + 1,
-                               "batch + 1, from cu_seqlens_q"));
+    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_q", p.cu_seqlens_q, -1, sq, p.max_seqlen_q, "max_seqlen_q"));
+    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_k", p.cu_seqlens_k, batch + 1, sk, p.max_seqlen_k,
+                              "max_seqlen_k"));
     const int64_t o_shape[3] = {sq, hq, dv};
     OPSI_TRY(opsi_check_shape(v, "o", o, 3, o_shape, "[Tq, Hq, Dv] from q and v"));
     if (lse != NULL) {

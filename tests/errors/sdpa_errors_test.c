@@ -1,0 +1,192 @@
+/* Error injection for ops_sdpa: dense (with LSE and a mask) and varlen calls. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/errors/harness.h"
+
+static opst_rng g_rng;
+
+enum { DENSE = 0, VARLEN = 1 };
+
+static ops_status call_sdpa(errs_fixture *f) {
+  return ops_sdpa(f->h, &f->p.sdpa, errs_ptr(f, "q"), errs_ptr(f, "k"), errs_ptr(f, "v"), errs_ptr(f, "o"),
+                  errs_ptr(f, "lse"), f->workspace, f->workspace_bytes);
+}
+
+static void build(errs_fixture *f, opst_rng *r, int variant) {
+  ops_sdpa_params_init(&f->p.sdpa);
+  f->call = call_sdpa;
+  if (variant == DENSE) {
+    const int64_t qs[4] = {2, 5, 4, 8}, ks[4] = {2, 7, 2, 8}, ls[3] = {2, 4, 5}, ms[4] = {1, 4, 5, 7};
+    errs_add(f, r, "q", ERRS_INPUT, OPS_DTYPE_BF16, 4, qs);
+    errs_add(f, r, "k", ERRS_INPUT, OPS_DTYPE_BF16, 4, ks);
+    errs_add(f, r, "v", ERRS_INPUT, OPS_DTYPE_BF16, 4, ks);
+    errs_add(f, r, "o", ERRS_OUTPUT, OPS_DTYPE_BF16, 4, qs);
+    errs_add(f, r, "lse", ERRS_OUTPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 3, ls);
+    f->p.sdpa.attn_mask = errs_add(f, r, "params->attn_mask", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 4, ms);
+    f->p.sdpa.causal = 1;
+  } else {
+    const int64_t qs[3] = {9, 4, 8}, ks[3] = {11, 2, 8}, ls[2] = {4, 9}, cs[1] = {3};
+    errs_add(f, r, "q", ERRS_INPUT, OPS_DTYPE_F16, 3, qs);
+    errs_add(f, r, "k", ERRS_INPUT, OPS_DTYPE_F16, 3, ks);
+    errs_add(f, r, "v", ERRS_INPUT, OPS_DTYPE_F16, 3, ks);
+    errs_add(f, r, "o", ERRS_OUTPUT, OPS_DTYPE_F16, 3, qs);
+    errs_add(f, r, "lse", ERRS_OUTPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 2, ls);
+    /* Held in params, so the generic NULL-descriptor fault cannot reach them; a missing
+     * one is the specific fault "cu_seqlens_k missing" below. */
+    f->p.sdpa.cu_seqlens_q = errs_add(f, r, "params->cu_seqlens_q", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
+    f->p.sdpa.cu_seqlens_k = errs_add(f, r, "params->cu_seqlens_k", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
+    const int32_t cq[3] = {0, 4, 9}, ck[3] = {0, 5, 11};
+    for (int i = 0; i < 3; ++i) {
+      opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, i, cq[i]);
+      opst_set_flat(&errs_find(f, "params->cu_seqlens_k")->t, i, ck[i]);
+    }
+    f->p.sdpa.max_seqlen_q = 5;
+    f->p.sdpa.max_seqlen_k = 6;
+    f->p.sdpa.window_left = 2;
+  }
+  OPST_OK(ops_sdpa_workspace_size(f->h, &f->p.sdpa, errs_ptr(f, "q"), errs_ptr(f, "k"), errs_ptr(f, "v"),
+                                  errs_ptr(f, "o"), errs_ptr(f, "lse"), &f->workspace_bytes));
+  assert_true(f->workspace_bytes > 0);
+  f->workspace = f->workspace_alloc = opst_workspace(f->workspace_bytes);
+}
+
+static ops_tensor *T(errs_fixture *f, const char *name) { return &errs_find(f, name)->t.t; }
+
+/* dense faults */
+static void k_batch(errs_fixture *f) { T(f, "k")->shape[0] = 1; }
+static void k_head_dim(errs_fixture *f) { T(f, "k")->shape[3] = 4; }
+static void v_seqlen(errs_fixture *f) { T(f, "v")->shape[1] = 6; }
+static void heads_not_divisor(errs_fixture *f) { T(f, "k")->shape[2] = 3, T(f, "v")->shape[2] = 3; }
+static void o_shape(errs_fixture *f) { T(f, "o")->shape[1] = 4; }
+static void lse_shape(errs_fixture *f) { T(f, "lse")->shape[2] = 4; }
+static void q_ndim(errs_fixture *f) { T(f, "q")->ndim = 3; }
+static void k_dtype(errs_fixture *f) { T(f, "k")->dtype = OPS_DTYPE_F16; }
+static void mask_dtype(errs_fixture *f) { T(f, "params->attn_mask")->dtype = OPS_DTYPE_F16; }
+static void mask_shape(errs_fixture *f) { T(f, "params->attn_mask")->shape[3] = 6; }
+static void o_is_q(errs_fixture *f) { *T(f, "o") = *T(f, "q"); }
+static void lse_on_o(errs_fixture *f) { /* inside o's bytes, aligned for f32 */
+  T(f, "lse")->data = (void *)(((uintptr_t)T(f, "o")->data + 3) & ~(uintptr_t)3);
+}
+static void o_overlaps_itself(errs_fixture *f) { T(f, "o")->strides[1] = 0; }
+static void window_below_minus_one(errs_fixture *f) { f->p.sdpa.window_left = -2; }
+static void causal_with_right_window(errs_fixture *f) { f->p.sdpa.window_right = 3; }
+static void causal_two(errs_fixture *f) { f->p.sdpa.causal = 2; }
+static void scale_nan(errs_fixture *f) { f->p.sdpa.scale = NAN; }
+static void workspace_short(errs_fixture *f) { f->workspace_bytes -= 1; }
+static void workspace_null(errs_fixture *f) { f->workspace = NULL; }
+static void workspace_misaligned(errs_fixture *f) { f->workspace = (char *)f->workspace + 8; f->workspace_bytes -= 8; }
+static void workspace_misaligned_roomy(errs_fixture *f) { f->workspace = (char *)f->workspace + 8; }
+
+/* varlen faults */
+static void cu_start(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, 0, 1); }
+static void cu_decreasing(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->cu_seqlens_k")->t, 1, 12); }
+static void cu_end(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, 2, 8); }
+static void max_seqlen_small(errs_fixture *f) { f->p.sdpa.max_seqlen_q = 4; }
+static void max_seqlen_negative(errs_fixture *f) { f->p.sdpa.max_seqlen_k = -1; }
+static void cu_k_missing(errs_fixture *f) { f->p.sdpa.cu_seqlens_k = NULL; }
+static void cu_k_length(errs_fixture *f) { T(f, "params->cu_seqlens_k")->shape[0] = 2; }
+static void varlen_with_mask(errs_fixture *f) { f->p.sdpa.attn_mask = T(f, "q"); }
+static void varlen_q_ndim(errs_fixture *f) {
+  ops_tensor *q = T(f, "q");
+  q->ndim = 4;
+  q->shape[3] = 1;
+  q->strides[3] = 1;
+}
+
+static void valid_calls_succeed(void **state) {
+  (void)state;
+  errs_check_valid_call(build, DENSE, &g_rng);
+  errs_check_valid_call(build, VARLEN, &g_rng);
+}
+
+static void descriptor_faults(void **state) {
+  (void)state;
+  errs_run_descriptor_faults(build, DENSE, &g_rng);
+  errs_run_descriptor_faults(build, VARLEN, &g_rng);
+}
+
+static void call_faults(void **state) {
+  (void)state;
+  errs_run_call_faults(build, DENSE, &g_rng, "ops_sdpa");
+}
+
+static void shape_dtype_alias_param_workspace_faults(void **state) {
+  (void)state;
+  static const errs_case dense[] = {
+      {"k batch", k_batch, OPS_ERR_SHAPE_MISMATCH, {"k: axis 0 (batch, from q)", "expected 2", "got 1", NULL}},
+      {"k head_dim", k_head_dim, OPS_ERR_SHAPE_MISMATCH, {"k: axis 3 (head_dim, from q)", "expected 8", "got 4", NULL}},
+      {"v seqlen", v_seqlen, OPS_ERR_SHAPE_MISMATCH, {"v: axis 1 (seqlen_k, from k)", "expected 7", "got 6", NULL}},
+      {"GQA ratio", heads_not_divisor, OPS_ERR_SHAPE_MISMATCH, {"heads_kv", "divisor of heads_q = 4", "got 3", NULL}},
+      {"o shape", o_shape, OPS_ERR_SHAPE_MISMATCH, {"o: shape", "expected [2, 5, 4, 8]", "got [2, 4, 4, 8]", NULL}},
+      {"lse shape", lse_shape, OPS_ERR_SHAPE_MISMATCH, {"lse: shape", "expected [2, 4, 5]", NULL, NULL}},
+      {"q ndim", q_ndim, OPS_ERR_BAD_NDIM, {"q: ndim", "expected 4", "got 3", NULL}},
+      {"k dtype", k_dtype, OPS_ERR_DTYPE_MISMATCH, {"k: dtype", "expected bf16 (q's dtype)", "got f16", NULL}},
+      {"mask dtype", mask_dtype, OPS_ERR_DTYPE_MISMATCH, {"params->attn_mask: dtype", "f32, bf16", "got f16", NULL}},
+      {"mask shape", mask_shape, OPS_ERR_SHAPE_MISMATCH, {"params->attn_mask", "broadcasts to [2, 4, 5, 7]", NULL, NULL}},
+      {"o is q", o_is_q, OPS_ERR_ALIASING, {"o: expected memory disjoint from input q", NULL, NULL, NULL}},
+      {"lse on o", lse_on_o, OPS_ERR_ALIASING, {"o: expected memory disjoint from output lse", NULL, NULL, NULL}},
+      {"o overlaps itself", o_overlaps_itself, OPS_ERR_ALIASING, {"o: strides", "overlaps itself", NULL, NULL}},
+      {"window -2", window_below_minus_one, OPS_ERR_INVALID_ARGUMENT, {"params->window_left", "got -2", NULL, NULL}},
+      {"causal + right window", causal_with_right_window, OPS_ERR_INVALID_ARGUMENT, {"params->window_right", "with causal", "got 3", NULL}},
+      {"causal 2", causal_two, OPS_ERR_INVALID_ARGUMENT, {"params->causal", "expected 0 or 1", "got 2", NULL}},
+      {"scale NaN", scale_nan, OPS_ERR_INVALID_ARGUMENT, {"params->scale", "finite", "got nan", NULL}},
+      {"workspace short", workspace_short, OPS_ERR_WORKSPACE_TOO_SMALL, {"workspace_bytes", "expected at least", NULL, NULL}},
+      {"workspace NULL", workspace_null, OPS_ERR_NULL_POINTER, {"workspace", "got NULL", NULL, NULL}},
+      {"workspace misaligned, short", workspace_misaligned, OPS_ERR_WORKSPACE_TOO_SMALL, {"workspace_bytes", NULL, NULL, NULL}},
+      {"workspace misaligned", workspace_misaligned_roomy, OPS_ERR_MISALIGNED, {"workspace", "aligned to 16 bytes", NULL, NULL}},
+  };
+  errs_run_cases(build, DENSE, &g_rng, dense, ERRS_COUNT(dense));
+  static const errs_case varlen[] = {
+      {"cu_seqlens start", cu_start, OPS_ERR_INVALID_ARGUMENT, {"params->cu_seqlens_q[0]", "expected 0", "got 1", NULL}},
+      {"cu_seqlens decreasing", cu_decreasing, OPS_ERR_INVALID_ARGUMENT, {"params->cu_seqlens_k", "sequence 0 has length 12", NULL, NULL}},
+      {"cu_seqlens end", cu_end, OPS_ERR_INVALID_ARGUMENT, {"params->cu_seqlens_q[2]", "expected 9", "got 8", NULL}},
+      {"max_seqlen too small", max_seqlen_small, OPS_ERR_INVALID_ARGUMENT, {"sequence 1 has length 5", "max_seqlen_q", NULL, NULL}},
+      {"max_seqlen negative", max_seqlen_negative, OPS_ERR_INVALID_ARGUMENT, {"params->max_seqlen_k", "got -1", NULL, NULL}},
+      {"cu_seqlens_k missing", cu_k_missing, OPS_ERR_NULL_POINTER, {"params->cu_seqlens_k", "got NULL", NULL, NULL}},
+      {"cu_seqlens_k length", cu_k_length, OPS_ERR_SHAPE_MISMATCH, {"params->cu_seqlens_k", "batch + 1", "got 2", NULL}},
+      {"mask with varlen", varlen_with_mask, OPS_ERR_INVALID_ARGUMENT, {"params->attn_mask", "with varlen", NULL, NULL}},
+      {"varlen q ndim", varlen_q_ndim, OPS_ERR_BAD_NDIM, {"q: ndim", "expected 3", "got 4", NULL}},
+  };
+  errs_run_cases(build, VARLEN, &g_rng, varlen, ERRS_COUNT(varlen));
+}
+
+static void zero_size_call_is_a_no_op(void **state) {
+  (void)state;
+  ops_handle h = opst_cpu_handle();
+  const int64_t qs[4] = {2, 0, 4, 8}, ks[4] = {2, 3, 2, 8};
+  opst_tensor k;
+  opst_alloc(&k, &g_rng, OPS_DTYPE_BF16, 4, ks, OPST_CONTIGUOUS);
+  opst_fill_uniform(&k, &g_rng, -1, 1);
+  ops_tensor q, o;
+  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cpu(), 4, qs, NULL));
+  OPST_OK(ops_tensor_init(&o, NULL, OPS_DTYPE_BF16, ops_device_cpu(), 4, qs, NULL));
+  OPST_OK(ops_sdpa(h, NULL, &q, &k.t, &k.t, &o, NULL, NULL, 0));
+  assert_true(opst_untouched(&k));
+  opst_free(&k);
+  ops_handle_destroy(h);
+}
+
+static int setup(void **state) {
+  (void)state;
+  opst_rng_init(&g_rng, opst_seed("sdpa_errors"));
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(valid_calls_succeed),
+      cmocka_unit_test(descriptor_faults),
+      cmocka_unit_test(call_faults),
+      cmocka_unit_test(shape_dtype_alias_param_workspace_faults),
+      cmocka_unit_test(zero_size_call_is_a_no_op),
+  };
+  return cmocka_run_group_tests_name("sdpa_errors", tests, setup, NULL);
+}

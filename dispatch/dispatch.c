@@ -1,9 +1,10 @@
-/* Selection and launch: the one path every op takes after validation. */
+/* Evaluation, choice, and the three ways a call ends: run, workspace query, explain. */
 #include "dispatch/dispatch.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "dispatch/op_names.h"
 #include "dispatch/rules.h"
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"
@@ -26,28 +27,49 @@ void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t) {
   }
 }
 
-ops_status opsi_select(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row **row) {
+const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts,
+                                     int *count) {
   size_t n = 0;
   const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &n);
   const ops_device_info *dev = &v->handle->info;
-  char msg[256];
+  const opsi_kernel_row *chosen = NULL;
+  char scratch[192];
+  int k = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (opsi_rules_check(p, &rows[i], dev, msg, sizeof msg) == OPSI_REASON_ELIGIBLE) {
-      *row = &rows[i];
-      return OPS_OK;
+    ops_verdict *out = verdicts != NULL && k < OPS_EXPLAIN_MAX_CANDIDATES ? &verdicts[k++] : NULL;
+    char *msg = out != NULL ? out->message : scratch;
+    const size_t len = out != NULL ? sizeof out->message : sizeof scratch;
+    const ops_reason r = opsi_rules_check(p, &rows[i], dev, msg, len);
+    if (out != NULL) {
+      out->kernel_id = rows[i].id;
+      out->kernel_name = rows[i].name;
+      out->reason = r;
+      out->est_us = 0.0;
+    }
+    if (r == OPS_REASON_ELIGIBLE && chosen == NULL) {
+      chosen = &rows[i];
+      if (out == NULL) break;
     }
   }
-  char where[64];
+  if (count != NULL) *count = k;
+  return chosen;
+}
+
+static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
+  ops_verdict verdicts[OPS_EXPLAIN_MAX_CANDIDATES];
+  int count = 0;
+  opsi_evaluate(v, p, verdicts, &count);
+  char where[96];
   if (p->backend == OPS_DEVICE_CUDA) {
-    snprintf(where, sizeof where, "cuda:%d (sm_%d, running sm_%d code)",
-             (int)v->handle->device.ordinal, v->handle->info.sm_version, p->sm);
+    snprintf(where, sizeof where, "cuda:%d (sm_%d, running sm_%d code)", (int)v->handle->device.ordinal,
+             v->handle->info.sm_version, p->sm);
   } else {
     snprintf(where, sizeof where, "cpu");
   }
   opsi_fail(OPS_ERR_UNSUPPORTED, "%s: no kernel of this build supports the call on %s;", v->fn, where);
-  for (size_t i = 0; i < n; ++i) {
-    const opsi_reason r = opsi_rules_check(p, &rows[i], dev, msg, sizeof msg);
-    opsi_append_error(" %s [%s]: %s;", rows[i].name, opsi_reason_name(r), msg);
+  for (int i = 0; i < count; ++i) {
+    opsi_append_error(" %s [%s]: %s;", verdicts[i].kernel_name, ops_reason_name((ops_reason)verdicts[i].reason),
+                      verdicts[i].message);
   }
   return OPS_ERR_UNSUPPORTED;
 }
@@ -56,13 +78,41 @@ static size_t row_workspace(const opsi_kernel_row *row, const opsi_problem *p) {
   return row->workspace != NULL ? row->workspace(p) : 0;
 }
 
-ops_status opsi_execute(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
-                        void *workspace, size_t workspace_bytes) {
+static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) {
+  ops_explain *e = v->explain_out;
+  const uint32_t size = e->struct_size;
+  memset(e, 0, sizeof *e);
+  e->struct_size = size;
+  e->op = p->op;
+  e->empty = empty;
+  opsi_describe_problem(p, e->problem, sizeof e->problem);
+  int count = 0;
+  const opsi_kernel_row *row = opsi_evaluate(v, p, e->verdicts, &count);
+  e->count = count;
+  e->chosen = -1;
+  for (int i = 0; row != NULL && i < count; ++i) {
+    if (e->verdicts[i].kernel_id == row->id) e->chosen = i;
+  }
+  return OPS_OK;
+}
+
+ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
+                       void *workspace, size_t workspace_bytes) {
+  if (v->mode == OPSI_EXPLAIN) {
+    return explain(v, p, empty);
+  }
   if (empty) {
+    if (v->mode == OPSI_QUERY_WORKSPACE) *v->workspace_out = 0;
     return OPS_OK;
   }
-  const opsi_kernel_row *row = NULL;
-  OPSI_TRY(opsi_select(v, p, &row));
+  const opsi_kernel_row *row = opsi_evaluate(v, p, NULL, NULL);
+  if (row == NULL) {
+    return unsupported(v, p);
+  }
+  if (v->mode == OPSI_QUERY_WORKSPACE) {
+    *v->workspace_out = row_workspace(row, p);
+    return OPS_OK;
+  }
   OPSI_TRY(opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p)));
   const opsi_launch ctx = {v->handle, v->handle->stream, workspace, workspace_bytes};
   OPSI_TRY(row->launch(&ctx, args));
@@ -72,19 +122,27 @@ ops_status opsi_execute(const opsi_vctx *v, const opsi_problem *p, const void *a
   return OPS_OK;
 }
 
-ops_status opsi_workspace_query(const opsi_vctx *v, const opsi_problem *p, int empty,
-                                size_t *bytes) {
-  *bytes = 0;
-  if (empty) {
-    return OPS_OK;
+void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n) {
+  size_t used = 0;
+#define PUT(...)                                                              \
+  do {                                                                        \
+    if (used < n) used += (size_t)snprintf(buf + used, n - used, __VA_ARGS__); \
+  } while (0)
+  PUT("%s %s -> %s on ", ops_op_name((ops_op)p->op), ops_dtype_name((ops_dtype)p->dtype),
+      ops_dtype_name((ops_dtype)p->out_dtype));
+  if (p->backend == OPS_DEVICE_CUDA) PUT("cuda sm_%d:", p->sm); else PUT("cpu:");
+  for (int i = 0; i < 8; ++i) {
+    const char *name = opsi_dim_name(p->op, i);
+    if (strncmp(name, "dims[", 5) == 0) break;
+    PUT(" %s=%lld", name, (long long)p->dims[i]);
   }
-  const opsi_kernel_row *row = NULL;
-  OPSI_TRY(opsi_select(v, p, &row));
-  *bytes = row_workspace(row, p);
-  return OPS_OK;
-}
-
-ops_status opsi_null_query(const char *fn) {
-  opsi_clear_error();
-  return opsi_fail(OPS_ERR_NULL_POINTER, "%s: bytes: expected a pointer, got NULL", fn);
+  if (p->variant != 0) PUT(" variant=%d", p->variant);
+  if (p->flags != 0) {
+    char flags[160];
+    PUT(" [%s]", opsi_flag_names(p->flags, flags, sizeof flags));
+  }
+  PUT(" align=%d", p->align);
+  if (p->math_mode == OPS_MATH_ALLOW_TF32) PUT(" tf32");
+  if (p->deterministic) PUT(" deterministic");
+#undef PUT
 }

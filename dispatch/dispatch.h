@@ -1,7 +1,8 @@
 /*
  * The dispatcher core, after an entry point has validated its operands and summarized
- * them as a problem: choose a row (rules, then order), check the workspace, launch, and
- * collect launch errors. The same choice answers the workspace-size query.
+ * them as a problem: evaluate every candidate row against the rules, choose, then run,
+ * answer the workspace query, or explain, whichever the call's mode asks. The three share
+ * one evaluation, so a query or an explanation always describes what a run would do.
  */
 #ifndef OPSLIB_DISPATCH_DISPATCH_H_
 #define OPSLIB_DISPATCH_DISPATCH_H_
@@ -11,38 +12,29 @@
 #include "capabilities/rows.h"
 #include "dispatch/validate.h"
 #include "kernels/common/launch.h"
+#include "opslib/explain.h"
 
-/* A problem with the handle's facts filled in (backend, SM, math mode, determinism),
+/* A problem with the handle's facts filled in (backend, code SM, math mode, determinism),
  * align = 16, every other field 0. */
 void opsi_problem_init(opsi_problem *p, int32_t op, ops_handle handle);
 
 /* Lowers p->align to t's alignment (t may be NULL: no change). */
 void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t);
 
-/* The eligible row for p, or OPS_ERR_UNSUPPORTED with every candidate's reason. */
-ops_status opsi_select(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row **row);
+/* Evaluates every candidate row of p's op. Fills verdicts[0..*count) when verdicts is not
+ * NULL and returns the chosen row, or NULL when none is eligible. */
+const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts,
+                                     int *count);
 
-/* Runs the call: nothing when `empty` (the outputs have no elements), else select, check
- * the workspace, launch on the handle's stream, collect the launch status. */
-ops_status opsi_execute(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
-                        void *workspace, size_t workspace_bytes);
+/* The tail of every entry point. `empty`: the outputs have no elements (nothing runs).
+ *   OPSI_RUN:             choose (OPS_ERR_UNSUPPORTED with each candidate's reason if none),
+ *                         check the workspace, launch on the handle's stream, collect errors;
+ *   OPSI_QUERY_WORKSPACE: the chosen kernel's workspace bytes;
+ *   OPSI_EXPLAIN:         the verdicts. */
+ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
+                       void *workspace, size_t workspace_bytes);
 
-/* The workspace bytes the chosen kernel needs (0 when `empty`). */
-ops_status opsi_workspace_query(const opsi_vctx *v, const opsi_problem *p, int empty,
-                                size_t *bytes);
-
-/* The tail of every entry point, which serves both the op (query == NULL: execute) and
- * its workspace-size query (query != NULL: answer it), so the two always agree. */
-static inline ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args,
-                                     int empty, void *workspace, size_t workspace_bytes,
-                                     size_t *query) {
-  if (query != NULL) {
-    return opsi_workspace_query(v, p, empty, query);
-  }
-  return opsi_execute(v, p, args, empty, workspace, workspace_bytes);
-}
-
-/* The error of a workspace-size query called with bytes == NULL. */
-ops_status opsi_null_query(const char *fn);
+/* The problem in words, for explain and messages: "sdpa bf16 -> bf16 on cuda sm_90: ...". */
+void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n);
 
 #endif /* OPSLIB_DISPATCH_DISPATCH_H_ */

@@ -85,101 +85,118 @@ static ops_status ew_prepare(const opsi_vctx *v, int32_t op, int32_t kind, int32
   return OPS_OK;
 }
 
-static ops_status sin_affine_entry(const char *fn, ops_handle handle, const ops_sin_affine_params *params,
+static ops_status sin_affine_entry(const opsi_vctx *vc, const ops_sin_affine_params *params,
                                    const ops_tensor *x, const ops_tensor *y, void *workspace,
-                                   size_t workspace_bytes, size_t *query) {
+                                   size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
-  OPSI_TRY(opsi_check_handle(fn, handle));
+  OPSI_TRY(opsi_check_call(vc));
   ops_sin_affine_params p;
   ops_sin_affine_params_init(&p);
-  OPSI_TRY(opsi_read_params(&vc, "ops_sin_affine_params", params, sizeof p, &p));
+  OPSI_TRY(opsi_read_params(vc, "ops_sin_affine_params", params, sizeof p, &p));
+  if (x == NULL) return opsi_check_tensor(vc, "x", x, NULL);
   const ew_inputs in = {{"x", "params->a_tensor", "params->b_tensor"}, {x, p.a_tensor, p.b_tensor}};
-  if (x == NULL) return opsi_check_tensor(&vc, "x", x, NULL);
   opsi_ew_args e;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(ew_prepare(&vc, OPS_OP_SIN_AFFINE, OPSI_EW_SIN_AFFINE, 0, &in, y, &e, &pr, &empty));
+  OPSI_TRY(ew_prepare(vc, OPS_OP_SIN_AFFINE, OPSI_EW_SIN_AFFINE, 0, &in, y, &e, &pr, &empty));
   e.a = p.a;
   e.b = p.b;
-  return opsi_finish(&vc, &pr, &e, empty, workspace, workspace_bytes, query);
+  return opsi_finish(vc, &pr, &e, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_sin_affine(ops_handle handle, const ops_sin_affine_params *params, const ops_tensor *x,
                           const ops_tensor *y, void *workspace, size_t workspace_bytes) {
-  return sin_affine_entry("ops_sin_affine", handle, params, x, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_sin_affine", handle, OPSI_RUN, NULL, NULL};
+  return sin_affine_entry(&vc, params, x, y, workspace, workspace_bytes);
 }
 
 ops_status ops_sin_affine_workspace_size(ops_handle handle, const ops_sin_affine_params *params,
                                          const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_sin_affine_workspace_size");
-  return sin_affine_entry("ops_sin_affine_workspace_size", handle, params, x, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_sin_affine_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return sin_affine_entry(&vc, params, x, y, NULL, 0);
 }
 
-static ops_status unary_entry(const char *fn, ops_handle handle, const ops_unary_params *params,
-                              const ops_tensor *x, const ops_tensor *y, void *workspace,
-                              size_t workspace_bytes, size_t *query) {
+ops_status ops_sin_affine_explain(ops_handle handle, const ops_sin_affine_params *params, const ops_tensor *x,
+                                  const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_sin_affine_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return sin_affine_entry(&vc, params, x, y, NULL, 0);
+}
+
+static ops_status unary_entry(const opsi_vctx *vc, const ops_unary_params *params, const ops_tensor *x,
+                              const ops_tensor *y, void *workspace, size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
-  OPSI_TRY(opsi_check_handle(fn, handle));
+  OPSI_TRY(opsi_check_call(vc));
   ops_unary_params p;
   ops_unary_params_init(&p);
-  OPSI_TRY(opsi_read_params(&vc, "ops_unary_params", params, sizeof p, &p));
+  OPSI_TRY(opsi_read_params(vc, "ops_unary_params", params, sizeof p, &p));
   if (!opsi_act_known(p.fn)) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->fn: expected an ops_act value 0..%d, got %d",
-                     fn, OPS_ACT_SIN, (int)p.fn);
+                     vc->fn, OPS_ACT_SIN, (int)p.fn);
   }
-  if (x == NULL) return opsi_check_tensor(&vc, "x", x, NULL);
+  if (x == NULL) return opsi_check_tensor(vc, "x", x, NULL);
   const ew_inputs in = {{"x", NULL, NULL}, {x, NULL, NULL}};
   opsi_ew_args e;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(ew_prepare(&vc, OPS_OP_UNARY, OPSI_EW_UNARY, p.fn, &in, y, &e, &pr, &empty));
-  return opsi_finish(&vc, &pr, &e, empty, workspace, workspace_bytes, query);
+  OPSI_TRY(ew_prepare(vc, OPS_OP_UNARY, OPSI_EW_UNARY, p.fn, &in, y, &e, &pr, &empty));
+  return opsi_finish(vc, &pr, &e, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_unary(ops_handle handle, const ops_unary_params *params, const ops_tensor *x,
                      const ops_tensor *y, void *workspace, size_t workspace_bytes) {
-  return unary_entry("ops_unary", handle, params, x, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_unary", handle, OPSI_RUN, NULL, NULL};
+  return unary_entry(&vc, params, x, y, workspace, workspace_bytes);
 }
 
 ops_status ops_unary_workspace_size(ops_handle handle, const ops_unary_params *params,
                                     const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_unary_workspace_size");
-  return unary_entry("ops_unary_workspace_size", handle, params, x, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_unary_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return unary_entry(&vc, params, x, y, NULL, 0);
 }
 
-static ops_status binary_entry(const char *fn, ops_handle handle, const ops_binary_params *params,
-                               const ops_tensor *a, const ops_tensor *b, const ops_tensor *y,
-                               void *workspace, size_t workspace_bytes, size_t *query) {
+ops_status ops_unary_explain(ops_handle handle, const ops_unary_params *params, const ops_tensor *x,
+                             const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_unary_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return unary_entry(&vc, params, x, y, NULL, 0);
+}
+
+static ops_status binary_entry(const opsi_vctx *vc, const ops_binary_params *params, const ops_tensor *a,
+                               const ops_tensor *b, const ops_tensor *y, void *workspace,
+                               size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
-  OPSI_TRY(opsi_check_handle(fn, handle));
+  OPSI_TRY(opsi_check_call(vc));
   ops_binary_params p;
   ops_binary_params_init(&p);
-  OPSI_TRY(opsi_read_params(&vc, "ops_binary_params", params, sizeof p, &p));
+  OPSI_TRY(opsi_read_params(vc, "ops_binary_params", params, sizeof p, &p));
   if (!opsi_binary_known(p.op)) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->op: expected an ops_binary_op value 0..%d, got %d",
-                     fn, OPS_BINARY_MIN, (int)p.op);
+                     vc->fn, OPS_BINARY_MIN, (int)p.op);
   }
-  if (a == NULL || b == NULL) return opsi_check_tensor(&vc, a == NULL ? "a" : "b", NULL, NULL);
+  if (a == NULL || b == NULL) return opsi_check_tensor(vc, a == NULL ? "a" : "b", NULL, NULL);
   const ew_inputs in = {{"a", "b", NULL}, {a, b, NULL}};
   opsi_ew_args e;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(ew_prepare(&vc, OPS_OP_BINARY, OPSI_EW_BINARY, p.op, &in, y, &e, &pr, &empty));
-  return opsi_finish(&vc, &pr, &e, empty, workspace, workspace_bytes, query);
+  OPSI_TRY(ew_prepare(vc, OPS_OP_BINARY, OPSI_EW_BINARY, p.op, &in, y, &e, &pr, &empty));
+  return opsi_finish(vc, &pr, &e, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_binary(ops_handle handle, const ops_binary_params *params, const ops_tensor *a,
                       const ops_tensor *b, const ops_tensor *y, void *workspace,
                       size_t workspace_bytes) {
-  return binary_entry("ops_binary", handle, params, a, b, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_binary", handle, OPSI_RUN, NULL, NULL};
+  return binary_entry(&vc, params, a, b, y, workspace, workspace_bytes);
 }
 
 ops_status ops_binary_workspace_size(ops_handle handle, const ops_binary_params *params,
                                      const ops_tensor *a, const ops_tensor *b, const ops_tensor *y,
                                      size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_binary_workspace_size");
-  return binary_entry("ops_binary_workspace_size", handle, params, a, b, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_binary_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return binary_entry(&vc, params, a, b, y, NULL, 0);
+}
+
+ops_status ops_binary_explain(ops_handle handle, const ops_binary_params *params, const ops_tensor *a,
+                              const ops_tensor *b, const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_binary_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return binary_entry(&vc, params, a, b, y, NULL, 0);
 }

@@ -54,7 +54,6 @@ static int unit_inner(const ops_tensor *t, int axis) {
 static ops_status gemm_prepare(const opsi_vctx *v, const ops_gemm_params *params,
                                const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
                                opsi_gemm_args *g, opsi_problem *pr, int *empty) {
-  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
   ops_gemm_params p;
   ops_gemm_params_init(&p);
   OPSI_TRY(opsi_read_params(v, "ops_gemm_params", params, sizeof p, &p));
@@ -151,27 +150,34 @@ static ops_status gemm_prepare(const opsi_vctx *v, const ops_gemm_params *params
   return OPS_OK;
 }
 
-static ops_status gemm_entry(const char *fn, ops_handle handle, const ops_gemm_params *params,
-                             const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
-                             void *workspace, size_t workspace_bytes, size_t *query) {
+static ops_status gemm_entry(const opsi_vctx *vc, const ops_gemm_params *params, const ops_tensor *a,
+                             const ops_tensor *b, const ops_tensor *d, void *workspace,
+                             size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
+  OPSI_TRY(opsi_check_call(vc));
   opsi_gemm_args args;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(gemm_prepare(&vc, params, a, b, d, &args, &pr, &empty));
-  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+  OPSI_TRY(gemm_prepare(vc, params, a, b, d, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_gemm(ops_handle handle, const ops_gemm_params *params, const ops_tensor *a,
                     const ops_tensor *b, const ops_tensor *d, void *workspace,
                     size_t workspace_bytes) {
-  return gemm_entry("ops_gemm", handle, params, a, b, d, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_gemm", handle, OPSI_RUN, NULL, NULL};
+  return gemm_entry(&vc, params, a, b, d, workspace, workspace_bytes);
 }
 
 ops_status ops_gemm_workspace_size(ops_handle handle, const ops_gemm_params *params,
                                    const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
                                    size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_gemm_workspace_size");
-  return gemm_entry("ops_gemm_workspace_size", handle, params, a, b, d, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_gemm_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return gemm_entry(&vc, params, a, b, d, NULL, 0);
+}
+
+ops_status ops_gemm_explain(ops_handle handle, const ops_gemm_params *params, const ops_tensor *a,
+                            const ops_tensor *b, const ops_tensor *d, ops_explain *out) {
+  const opsi_vctx vc = {"ops_gemm_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return gemm_entry(&vc, params, a, b, d, NULL, 0);
 }

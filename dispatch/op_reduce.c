@@ -21,7 +21,6 @@ void ops_reduce_params_init(ops_reduce_params *p) {
 static ops_status reduce_prepare(const opsi_vctx *v, const ops_reduce_params *params,
                                  const ops_tensor *x, const ops_tensor *y, opsi_reduce_args *r,
                                  opsi_problem *pr, int *empty) {
-  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
   ops_reduce_params p;
   ops_reduce_params_init(&p);
   OPSI_TRY(opsi_read_params(v, "ops_reduce_params", params, sizeof p, &p));
@@ -94,25 +93,31 @@ static ops_status reduce_prepare(const opsi_vctx *v, const ops_reduce_params *pa
   return OPS_OK;
 }
 
-static ops_status reduce_entry(const char *fn, ops_handle handle, const ops_reduce_params *params,
-                               const ops_tensor *x, const ops_tensor *y, void *workspace,
-                               size_t workspace_bytes, size_t *query) {
+static ops_status reduce_entry(const opsi_vctx *vc, const ops_reduce_params *params, const ops_tensor *x,
+                               const ops_tensor *y, void *workspace, size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
+  OPSI_TRY(opsi_check_call(vc));
   opsi_reduce_args args;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(reduce_prepare(&vc, params, x, y, &args, &pr, &empty));
-  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+  OPSI_TRY(reduce_prepare(vc, params, x, y, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_reduce(ops_handle handle, const ops_reduce_params *params, const ops_tensor *x,
                       const ops_tensor *y, void *workspace, size_t workspace_bytes) {
-  return reduce_entry("ops_reduce", handle, params, x, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_reduce", handle, OPSI_RUN, NULL, NULL};
+  return reduce_entry(&vc, params, x, y, workspace, workspace_bytes);
 }
 
 ops_status ops_reduce_workspace_size(ops_handle handle, const ops_reduce_params *params,
                                      const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_reduce_workspace_size");
-  return reduce_entry("ops_reduce_workspace_size", handle, params, x, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_reduce_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return reduce_entry(&vc, params, x, y, NULL, 0);
+}
+
+ops_status ops_reduce_explain(ops_handle handle, const ops_reduce_params *params, const ops_tensor *x,
+                              const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_reduce_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return reduce_entry(&vc, params, x, y, NULL, 0);
 }

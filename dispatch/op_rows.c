@@ -78,7 +78,6 @@ static ops_status stats_out(const opsi_vctx *v, const char *arg, const ops_tenso
 static ops_status norm_prepare(const opsi_vctx *v, int rms, const ops_norm_params *params,
                                const ops_tensor *x, const ops_tensor *w, const ops_tensor *y,
                                opsi_rows_args *a, opsi_problem *pr, int *empty) {
-  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
   ops_norm_params p;
   ops_norm_params_init(&p);
   OPSI_TRY(opsi_read_params(v, "ops_norm_params", params, sizeof p, &p));
@@ -144,7 +143,6 @@ static ops_status norm_prepare(const opsi_vctx *v, int rms, const ops_norm_param
 static ops_status softmax_prepare(const opsi_vctx *v, const ops_softmax_params *params,
                                   const ops_tensor *x, const ops_tensor *y, opsi_rows_args *a,
                                   opsi_problem *pr, int *empty) {
-  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
   ops_softmax_params p;
   ops_softmax_params_init(&p);
   OPSI_TRY(opsi_read_params(v, "ops_softmax_params", params, sizeof p, &p));
@@ -163,63 +161,84 @@ static ops_status softmax_prepare(const opsi_vctx *v, const ops_softmax_params *
   return OPS_OK;
 }
 
-static ops_status norm_entry(const char *fn, int rms, ops_handle handle, const ops_norm_params *params,
+static ops_status norm_entry(const opsi_vctx *vc, int rms, const ops_norm_params *params,
                              const ops_tensor *x, const ops_tensor *w, const ops_tensor *y,
-                             void *workspace, size_t workspace_bytes, size_t *query) {
+                             void *workspace, size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
+  OPSI_TRY(opsi_check_call(vc));
   opsi_rows_args args;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(norm_prepare(&vc, rms, params, x, w, y, &args, &pr, &empty));
-  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+  OPSI_TRY(norm_prepare(vc, rms, params, x, w, y, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
+}
+
+static ops_status softmax_entry(const opsi_vctx *vc, const ops_softmax_params *params,
+                                const ops_tensor *x, const ops_tensor *y, void *workspace,
+                                size_t workspace_bytes) {
+  opsi_clear_error();
+  OPSI_TRY(opsi_check_call(vc));
+  opsi_rows_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(softmax_prepare(vc, params, x, y, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_layernorm(ops_handle handle, const ops_norm_params *params, const ops_tensor *x,
                          const ops_tensor *weight, const ops_tensor *y, void *workspace,
                          size_t workspace_bytes) {
-  return norm_entry("ops_layernorm", 0, handle, params, x, weight, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_layernorm", handle, OPSI_RUN, NULL, NULL};
+  return norm_entry(&vc, 0, params, x, weight, y, workspace, workspace_bytes);
 }
 
 ops_status ops_layernorm_workspace_size(ops_handle handle, const ops_norm_params *params,
                                         const ops_tensor *x, const ops_tensor *weight,
                                         const ops_tensor *y, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_layernorm_workspace_size");
-  return norm_entry("ops_layernorm_workspace_size", 0, handle, params, x, weight, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_layernorm_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return norm_entry(&vc, 0, params, x, weight, y, NULL, 0);
+}
+
+ops_status ops_layernorm_explain(ops_handle handle, const ops_norm_params *params, const ops_tensor *x,
+                                 const ops_tensor *weight, const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_layernorm_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return norm_entry(&vc, 0, params, x, weight, y, NULL, 0);
 }
 
 ops_status ops_rmsnorm(ops_handle handle, const ops_norm_params *params, const ops_tensor *x,
                        const ops_tensor *weight, const ops_tensor *y, void *workspace,
                        size_t workspace_bytes) {
-  return norm_entry("ops_rmsnorm", 1, handle, params, x, weight, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_rmsnorm", handle, OPSI_RUN, NULL, NULL};
+  return norm_entry(&vc, 1, params, x, weight, y, workspace, workspace_bytes);
 }
 
 ops_status ops_rmsnorm_workspace_size(ops_handle handle, const ops_norm_params *params,
                                       const ops_tensor *x, const ops_tensor *weight,
                                       const ops_tensor *y, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_rmsnorm_workspace_size");
-  return norm_entry("ops_rmsnorm_workspace_size", 1, handle, params, x, weight, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_rmsnorm_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return norm_entry(&vc, 1, params, x, weight, y, NULL, 0);
 }
 
-static ops_status softmax_entry(const char *fn, ops_handle handle, const ops_softmax_params *params,
-                                const ops_tensor *x, const ops_tensor *y, void *workspace,
-                                size_t workspace_bytes, size_t *query) {
-  opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
-  opsi_rows_args args;
-  opsi_problem pr;
-  int empty = 0;
-  OPSI_TRY(softmax_prepare(&vc, params, x, y, &args, &pr, &empty));
-  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+ops_status ops_rmsnorm_explain(ops_handle handle, const ops_norm_params *params, const ops_tensor *x,
+                               const ops_tensor *weight, const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_rmsnorm_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return norm_entry(&vc, 1, params, x, weight, y, NULL, 0);
 }
 
 ops_status ops_softmax(ops_handle handle, const ops_softmax_params *params, const ops_tensor *x,
                        const ops_tensor *y, void *workspace, size_t workspace_bytes) {
-  return softmax_entry("ops_softmax", handle, params, x, y, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_softmax", handle, OPSI_RUN, NULL, NULL};
+  return softmax_entry(&vc, params, x, y, workspace, workspace_bytes);
 }
 
 ops_status ops_softmax_workspace_size(ops_handle handle, const ops_softmax_params *params,
                                       const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_softmax_workspace_size");
-  return softmax_entry("ops_softmax_workspace_size", handle, params, x, y, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_softmax_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return softmax_entry(&vc, params, x, y, NULL, 0);
+}
+
+ops_status ops_softmax_explain(ops_handle handle, const ops_softmax_params *params, const ops_tensor *x,
+                               const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_softmax_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return softmax_entry(&vc, params, x, y, NULL, 0);
 }

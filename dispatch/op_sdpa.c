@@ -41,8 +41,8 @@ static ops_status check_cu_seqlens(const opsi_vctx *v, const char *arg, const op
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->%s: expected >= 0, got %d", v->fn,
                      max_arg, (int)max_seqlen);
   }
-  if (cu->device.type != OPS_DEVICE_CPU) {
-    return OPS_OK;
+  if (cu->device.type != OPS_DEVICE_CPU || v->mode == OPSI_EXPLAIN) {
+    return OPS_OK; /* contents unreadable: on a GPU (no sync allowed) or not yet allocated */
   }
   const int32_t *c = (const int32_t *)cu->data;
   const int64_t s = cu->strides[0];
@@ -115,7 +115,6 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
                                const ops_tensor *q, const ops_tensor *k, const ops_tensor *val,
                                const ops_tensor *o, const ops_tensor *lse, opsi_sdpa_args *a,
                                opsi_problem *pr, int *empty) {
-  OPSI_TRY(opsi_check_handle(v->fn, v->handle));
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   OPSI_TRY(opsi_read_params(v, "ops_sdpa_params", params, sizeof p, &p));
@@ -258,28 +257,35 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   return OPS_OK;
 }
 
-static ops_status sdpa_entry(const char *fn, ops_handle handle, const ops_sdpa_params *params,
-                             const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
-                             const ops_tensor *o, const ops_tensor *lse, void *workspace,
-                             size_t workspace_bytes, size_t *query) {
+static ops_status sdpa_entry(const opsi_vctx *vc, const ops_sdpa_params *params, const ops_tensor *q,
+                             const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                             const ops_tensor *lse, void *workspace, size_t workspace_bytes) {
   opsi_clear_error();
-  const opsi_vctx vc = {fn, handle};
+  OPSI_TRY(opsi_check_call(vc));
   opsi_sdpa_args args;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(sdpa_prepare(&vc, params, q, k, v, o, lse, &args, &pr, &empty));
-  return opsi_finish(&vc, &pr, &args, empty, workspace, workspace_bytes, query);
+  OPSI_TRY(sdpa_prepare(vc, params, q, k, v, o, lse, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
 }
 
 ops_status ops_sdpa(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
                     const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
                     const ops_tensor *lse, void *workspace, size_t workspace_bytes) {
-  return sdpa_entry("ops_sdpa", handle, params, q, k, v, o, lse, workspace, workspace_bytes, NULL);
+  const opsi_vctx vc = {"ops_sdpa", handle, OPSI_RUN, NULL, NULL};
+  return sdpa_entry(&vc, params, q, k, v, o, lse, workspace, workspace_bytes);
 }
 
 ops_status ops_sdpa_workspace_size(ops_handle handle, const ops_sdpa_params *params,
                                    const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
                                    const ops_tensor *o, const ops_tensor *lse, size_t *bytes) {
-  if (bytes == NULL) return opsi_null_query("ops_sdpa_workspace_size");
-  return sdpa_entry("ops_sdpa_workspace_size", handle, params, q, k, v, o, lse, NULL, 0, bytes);
+  const opsi_vctx vc = {"ops_sdpa_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return sdpa_entry(&vc, params, q, k, v, o, lse, NULL, 0);
+}
+
+ops_status ops_sdpa_explain(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                            const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                            const ops_tensor *lse, ops_explain *out) {
+  const opsi_vctx vc = {"ops_sdpa_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return sdpa_entry(&vc, params, q, k, v, o, lse, NULL, 0);
 }

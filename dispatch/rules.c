@@ -172,18 +172,18 @@ static int rule_smem(const opsi_problem *p, const opsi_kernel_row *r, const ops_
 }
 
 static const opsi_rule k_rules[] = {
-    {OPSI_REASON_BACKEND, "backend", rule_backend},
-    {OPSI_REASON_SM_TOO_OLD, "sm_too_old", rule_sm_old},
-    {OPSI_REASON_SM_TOO_NEW, "sm_too_new", rule_sm_new},
-    {OPSI_REASON_DTYPE, "dtype", rule_dtype},
-    {OPSI_REASON_OUT_DTYPE, "out_dtype", rule_out_dtype},
-    {OPSI_REASON_VARIANT, "variant", rule_variant},
-    {OPSI_REASON_FEATURE, "feature", rule_feature},
-    {OPSI_REASON_ALIGNMENT, "alignment", rule_alignment},
-    {OPSI_REASON_SHAPE, "shape", rule_shape},
-    {OPSI_REASON_MATH_MODE, "math_mode", rule_math},
-    {OPSI_REASON_DETERMINISM, "determinism", rule_determinism},
-    {OPSI_REASON_SMEM, "smem", rule_smem},
+    {OPS_REASON_BACKEND, "backend", rule_backend},
+    {OPS_REASON_SM_TOO_OLD, "sm_too_old", rule_sm_old},
+    {OPS_REASON_SM_TOO_NEW, "sm_too_new", rule_sm_new},
+    {OPS_REASON_DTYPE, "dtype", rule_dtype},
+    {OPS_REASON_OUT_DTYPE, "out_dtype", rule_out_dtype},
+    {OPS_REASON_VARIANT, "variant", rule_variant},
+    {OPS_REASON_FEATURE, "feature", rule_feature},
+    {OPS_REASON_ALIGNMENT, "alignment", rule_alignment},
+    {OPS_REASON_SHAPE, "shape", rule_shape},
+    {OPS_REASON_MATH_MODE, "math_mode", rule_math},
+    {OPS_REASON_DETERMINISM, "determinism", rule_determinism},
+    {OPS_REASON_SMEM, "smem", rule_smem},
 };
 
 const opsi_rule *opsi_rules(size_t *count) {
@@ -191,17 +191,17 @@ const opsi_rule *opsi_rules(size_t *count) {
   return k_rules;
 }
 
-opsi_reason opsi_rules_check(const opsi_problem *p, const opsi_kernel_row *r,
+ops_reason opsi_rules_check(const opsi_problem *p, const opsi_kernel_row *r,
                              const ops_device_info *dev, char *msg, size_t n) {
   for (size_t i = 0; i < sizeof k_rules / sizeof k_rules[0]; ++i) {
     if (!k_rules[i].check(p, r, dev, msg, n)) return k_rules[i].reason;
   }
   msg[0] = '\0';
-  return OPSI_REASON_ELIGIBLE;
+  return OPS_REASON_ELIGIBLE;
 }
 
-const char *opsi_reason_name(opsi_reason reason) {
-  if (reason == OPSI_REASON_ELIGIBLE) return "eligible";
+const char *ops_reason_name(ops_reason reason) {
+  if (reason == OPS_REASON_ELIGIBLE) return "eligible";
   for (size_t i = 0; i < sizeof k_rules / sizeof k_rules[0]; ++i) {
     if (k_rules[i].reason == reason) return k_rules[i].name;
   }

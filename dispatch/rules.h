@@ -10,41 +10,25 @@
 #include <stddef.h>
 
 #include "capabilities/rows.h"
+#include "opslib/explain.h"
 #include "opslib/handle.h"
 
-/* Why a row is not eligible. Stable values. */
-typedef enum opsi_reason {
-  OPSI_REASON_ELIGIBLE = 0,
-  OPSI_REASON_BACKEND = 1,     /* the row runs on another kind of device */
-  OPSI_REASON_SM_TOO_OLD = 2,  /* the device's SM is below the row's range */
-  OPSI_REASON_SM_TOO_NEW = 3,  /* above it */
-  OPSI_REASON_DTYPE = 4,       /* input dtype not supported */
-  OPSI_REASON_OUT_DTYPE = 5,   /* output dtype not supported */
-  OPSI_REASON_VARIANT = 6,     /* activation / binary op / reduce op not implemented */
-  OPSI_REASON_FEATURE = 7,     /* a feature of the call (causal, varlen, bias...) not implemented */
-  OPSI_REASON_ALIGNMENT = 8,   /* operands less aligned than the row needs */
-  OPSI_REASON_SHAPE = 9,       /* an extent outside the row's limits */
-  OPSI_REASON_MATH_MODE = 10,  /* the row rounds to tf32 and the handle is strict */
-  OPSI_REASON_DETERMINISM = 11,/* the handle wants determinism and the row is not */
-  OPSI_REASON_SMEM = 12        /* the row needs more shared memory than the device has */
-} opsi_reason;
 
 typedef int (*opsi_rule_check)(const opsi_problem *p, const opsi_kernel_row *r,
                                const ops_device_info *dev, char *msg, size_t n);
 
 typedef struct opsi_rule {
-  opsi_reason reason;
+  ops_reason reason;
   const char *name;
   opsi_rule_check check; /* 1: passes; 0: fails and writes why into msg */
 } opsi_rule;
 
 const opsi_rule *opsi_rules(size_t *count);
 
-/* The first rule that `r` fails for `p`, with its message; OPSI_REASON_ELIGIBLE if none. */
-opsi_reason opsi_rules_check(const opsi_problem *p, const opsi_kernel_row *r,
+/* The first rule that `r` fails for `p`, with its message; OPS_REASON_ELIGIBLE if none. */
+ops_reason opsi_rules_check(const opsi_problem *p, const opsi_kernel_row *r,
                              const ops_device_info *dev, char *msg, size_t n);
 
-const char *opsi_reason_name(opsi_reason reason);
 
 /* Names of the OPSI_F_* bits in `flags`, comma separated. */
 const char *opsi_flag_names(uint32_t flags, char *buf, size_t n);

@@ -5,13 +5,26 @@
 #include <string.h>
 
 #include "capabilities/rows.h"
+#include "opslib/explain.h"
 #include "runtime/error.h"
 #include "runtime/handle_internal.h"
 #include "runtime/tensor_internal.h"
 
-ops_status opsi_check_handle(const char *fn, ops_handle handle) {
-  if (handle == NULL) {
-    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: handle: expected a handle from ops_handle_create, got NULL", fn);
+ops_status opsi_check_call(const opsi_vctx *v) {
+  if (v->mode == OPSI_QUERY_WORKSPACE && v->workspace_out == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: bytes: expected a pointer, got NULL", v->fn);
+  }
+  if (v->mode == OPSI_EXPLAIN) {
+    if (v->explain_out == NULL) {
+      return opsi_fail(OPS_ERR_NULL_POINTER, "%s: out: expected a pointer to an ops_explain, got NULL", v->fn);
+    }
+    if (v->explain_out->struct_size != sizeof(ops_explain)) {
+      return opsi_fail(OPS_ERR_STRUCT_SIZE, "%s: out->struct_size: expected %zu, got %u", v->fn,
+                       sizeof(ops_explain), (unsigned)v->explain_out->struct_size);
+    }
+  }
+  if (v->handle == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: handle: expected a handle from ops_handle_create, got NULL", v->fn);
   }
   return OPS_OK;
 }
@@ -68,7 +81,7 @@ ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tens
                      v->fn, arg, opsi_format_device(hd, a, sizeof a),
                      opsi_format_device(t->device, b, sizeof b));
   }
-  if (n > 0 && t->data == NULL) {
+  if (n > 0 && t->data == NULL && v->mode != OPSI_EXPLAIN) {
     return opsi_fail(OPS_ERR_NULL_POINTER,
                      "%s: %s: data: expected a pointer to %lld elements, got NULL", v->fn, arg,
                      (long long)n);
@@ -172,6 +185,9 @@ ops_status opsi_broadcast_to(const opsi_vctx *v, const char *arg, const ops_tens
 }
 
 ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n) {
+  if (v->mode == OPSI_EXPLAIN) {
+    return OPS_OK;
+  }
   for (int i = 0; i < n; ++i) {
     const opsi_operand *o = &ops[i];
     if (!o->is_output || o->t == NULL || ops_tensor_numel(o->t) == 0) {

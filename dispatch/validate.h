@@ -12,13 +12,25 @@
 #include "opslib/handle.h"
 #include "opslib/tensor.h"
 
-/* Who is checking: the public function's name (for messages) and its handle. */
+/* What an entry point was asked to do with a valid call. */
+typedef enum opsi_mode {
+  OPSI_RUN = 0,            /* ops_X: run it */
+  OPSI_QUERY_WORKSPACE = 1,/* ops_X_workspace_size: report the chosen kernel's workspace */
+  OPSI_EXPLAIN = 2         /* ops_X_explain: report every candidate; descriptors only */
+} opsi_mode;
+
+/* Who is checking and why: the public function's name (for messages), its handle, the
+ * mode, and where the query modes put their answer. */
 typedef struct opsi_vctx {
   const char *fn;
   ops_handle handle;
+  opsi_mode mode;
+  size_t *workspace_out;
+  struct ops_explain *explain_out;
 } opsi_vctx;
 
-ops_status opsi_check_handle(const char *fn, ops_handle handle);
+/* The handle, and the answer slot of a query mode: not NULL, of a known struct_size. */
+ops_status opsi_check_call(const opsi_vctx *v);
 
 /* Copies the caller's params over *local (already holding the defaults). params == NULL
  * keeps the defaults. struct_size must be one this library knows (size). */
@@ -27,7 +39,8 @@ ops_status opsi_read_params(const opsi_vctx *v, const char *type, const void *pa
 
 /* A well-formed descriptor on the handle's device: struct_size, known dtype, ndim 0..8,
  * non-negative extents whose count and byte span fit in int64, data not NULL when there
- * are elements, data aligned to the element size. *numel receives the element count. */
+ * are elements (not checked when explaining), data aligned to the element size. *numel
+ * receives the element count. */
 ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tensor *t,
                              int64_t *numel);
 
@@ -63,7 +76,8 @@ typedef struct opsi_operand {
 } opsi_operand;
 
 /* No output overlaps itself, an input, or another output, except an output that is the
- * same view as one of its in_place_of inputs. */
+ * same view as one of its in_place_of inputs. (Not checked when explaining: the data
+ * pointers may all be NULL.) */
 ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n);
 
 /* The caller's workspace holds `needed` bytes and is 16-byte aligned. */

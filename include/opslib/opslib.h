@@ -6,6 +6,7 @@
  *   tensor.h   dtypes, devices, the tensor descriptor
  *   handle.h   handle, stream, math mode, determinism, device properties
  *   ops.h      the operator catalog
+ *   explain.h  why a kernel is chosen: verdicts per candidate, as text or JSON
  * opslib/dlpack.h (not included here: it needs <dlpack/dlpack.h>) converts DLTensors.
  */
 #ifndef OPSLIB_OPSLIB_H_
@@ -16,5 +17,6 @@
 #include "opslib/tensor.h"
 #include "opslib/handle.h"
 #include "opslib/ops.h"
+#include "opslib/explain.h"
 
 #endif /* OPSLIB_OPSLIB_H_ */

@@ -31,12 +31,12 @@ static ops_status call_ew(errs_fixture *f) {
 static void build(errs_fixture *f, opst_rng *r, int variant) {
   f->op = variant;
   f->call = call_ew;
-  const int64_t ys[3] = {4, 3, 5}, row[1] = {5}, col[2] = {3, 1};
+  const int64_t ys[3] = {4, 3, 5}, row[1] = {5}, col[2] = {3, 1}, mat[2] = {3, 5};
   if (variant == BINARY) {
     ops_binary_params_init(&f->p.binary);
     f->p.binary.op = OPS_BINARY_MUL;
-    errs_add(f, r, "a", ERRS_INPUT, OPS_DTYPE_F32, 3, ys);
-    errs_add(f, r, "b", ERRS_INPUT, OPS_DTYPE_F32, 1, row);
+    errs_add(f, r, "a", ERRS_INPUT, OPS_DTYPE_F32, 2, mat);
+    errs_add(f, r, "b", ERRS_INPUT, OPS_DTYPE_F32, 3, ys);
   } else {
     errs_add(f, r, "x", ERRS_INPUT, OPS_DTYPE_F32, 2, col);
   }
@@ -66,7 +66,12 @@ static void y_on_x(errs_fixture *f) {
   ops_tensor *y = T(f, "y");
   y->data = T(f, "x")->data;
 }
-static void y_on_b(errs_fixture *f) { T(f, "y")->data = T(f, "b")->data; }
+/* y is b shifted by one element: it overlaps b (and only b), without being the same view. */
+static void y_on_b(errs_fixture *f) {
+  ops_tensor *y = T(f, "y"), *b = T(f, "b");
+  *y = *b;
+  y->data = (float *)b->data + 1;
+}
 static void y_broadcasts(errs_fixture *f) { T(f, "y")->strides[1] = 0; }
 static void fn_unknown(errs_fixture *f) { f->p.unary.fn = 11; }
 static void op_unknown(errs_fixture *f) { f->p.binary.op = -1; }

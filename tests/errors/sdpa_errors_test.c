@@ -72,8 +72,8 @@ static void k_dtype(errs_fixture *f) { T(f, "k")->dtype = OPS_DTYPE_F16; }
 static void mask_dtype(errs_fixture *f) { T(f, "params->attn_mask")->dtype = OPS_DTYPE_F16; }
 static void mask_shape(errs_fixture *f) { T(f, "params->attn_mask")->shape[3] = 6; }
 static void o_is_q(errs_fixture *f) { *T(f, "o") = *T(f, "q"); }
-static void lse_on_o(errs_fixture *f) { /* inside o's bytes, aligned for f32 */
-  T(f, "lse")->data = (void *)(((uintptr_t)T(f, "o")->data + 3) & ~(uintptr_t)3);
+static void lse_on_o(errs_fixture *f) { /* lse element 0 covers o element 0, aligned for f32 */
+  T(f, "lse")->data = (void *)((uintptr_t)T(f, "o")->data & ~(uintptr_t)3);
 }
 static void o_overlaps_itself(errs_fixture *f) { T(f, "o")->strides[1] = 0; }
 static void window_below_minus_one(errs_fixture *f) { f->p.sdpa.window_left = -2; }

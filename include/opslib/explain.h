@@ -1,0 +1,108 @@
+/*
+ * opslib/explain.h: why the dispatcher chose a kernel, for any call, without running it.
+ *
+ * ops_X_explain() takes the same arguments as ops_X() and, instead of running, reports each
+ * candidate kernel of the op: eligible (with its cost estimate) or the first rule it fails,
+ * with a stable reason code and a message, and which one would run. Data pointers may be
+ * NULL (only descriptors are read), so a call can be explained before memory exists.
+ */
+#ifndef OPSLIB_EXPLAIN_H_
+#define OPSLIB_EXPLAIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opslib/handle.h"
+#include "opslib/ops.h"
+#include "opslib/status.h"
+#include "opslib/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Why a kernel is or is not eligible. Stable values; new reasons are appended. */
+typedef enum ops_reason {
+  OPS_REASON_ELIGIBLE = 0,
+  OPS_REASON_BACKEND = 1,     /* it runs on another kind of device */
+  OPS_REASON_SM_TOO_OLD = 2,  /* the device (or the code this build has for it) is older */
+  OPS_REASON_SM_TOO_NEW = 3,
+  OPS_REASON_DTYPE = 4,       /* input dtype */
+  OPS_REASON_OUT_DTYPE = 5,   /* output dtype */
+  OPS_REASON_VARIANT = 6,     /* activation / binary op / reduce op not implemented */
+  OPS_REASON_FEATURE = 7,     /* a feature of the call (causal, varlen, bias...) not implemented */
+  OPS_REASON_ALIGNMENT = 8,   /* operands less aligned than it needs */
+  OPS_REASON_SHAPE = 9,       /* an extent outside its limits */
+  OPS_REASON_MATH_MODE = 10,  /* it rounds f32 to tf32 and the handle is strict */
+  OPS_REASON_DETERMINISM = 11,/* the handle asks for determinism and it is not */
+  OPS_REASON_SMEM = 12        /* it needs more shared memory than the device has */
+} ops_reason;
+
+/* "eligible", "backend", "sm_too_old", ... */
+OPS_API const char *ops_reason_name(ops_reason reason);
+
+/* The int-coded operator mapping: "sdpa" <-> OPS_OP_SDPA. ops_op_name gives "unknown" for
+ * an unknown id; ops_op_from_name gives 0 for an unknown name. Ops are 1..ops_op_count(). */
+OPS_API const char *ops_op_name(ops_op op);
+OPS_API ops_op ops_op_from_name(const char *name);
+OPS_API int ops_op_count(void);
+
+#define OPS_EXPLAIN_MAX_CANDIDATES 32
+
+typedef struct ops_verdict {
+  int32_t kernel_id;       /* stable */
+  int32_t reason;          /* ops_reason */
+  const char *kernel_name; /* static storage */
+  double est_us;           /* cost estimate in microseconds (eligible kernels) */
+  char message[192];       /* why not; for eligible kernels, the cost terms */
+} ops_verdict;
+
+typedef struct ops_explain {
+  uint32_t struct_size;   /* set by the caller to sizeof(ops_explain) */
+  int32_t op;             /* ops_op */
+  int32_t chosen;         /* index into verdicts of the kernel that would run; -1: none */
+  int32_t count;          /* candidates in verdicts */
+  int32_t empty;          /* 1: the outputs have no elements, nothing would run */
+  char problem[256];      /* the call as the dispatcher sees it */
+  ops_verdict verdicts[OPS_EXPLAIN_MAX_CANDIDATES];
+} ops_explain;
+
+/* Each fills *out for the call with the same arguments. Validation is the op's own, minus
+ * what needs memory (NULL data, contents of cu_seqlens, overlap). Returns OPS_OK also when
+ * no kernel is eligible (out->chosen == -1); fails like the op on malformed arguments.
+ * Errors additionally: OPS_ERR_NULL_POINTER (out), OPS_ERR_STRUCT_SIZE (out->struct_size). */
+OPS_API ops_status ops_sdpa_explain(ops_handle handle, const ops_sdpa_params *params,
+                                    const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
+                                    const ops_tensor *o, const ops_tensor *lse, ops_explain *out);
+OPS_API ops_status ops_gemm_explain(ops_handle handle, const ops_gemm_params *params,
+                                    const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
+                                    ops_explain *out);
+OPS_API ops_status ops_layernorm_explain(ops_handle handle, const ops_norm_params *params,
+                                         const ops_tensor *x, const ops_tensor *weight,
+                                         const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_rmsnorm_explain(ops_handle handle, const ops_norm_params *params,
+                                       const ops_tensor *x, const ops_tensor *weight,
+                                       const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_softmax_explain(ops_handle handle, const ops_softmax_params *params,
+                                       const ops_tensor *x, const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_sin_affine_explain(ops_handle handle, const ops_sin_affine_params *params,
+                                          const ops_tensor *x, const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_unary_explain(ops_handle handle, const ops_unary_params *params,
+                                     const ops_tensor *x, const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_binary_explain(ops_handle handle, const ops_binary_params *params,
+                                      const ops_tensor *a, const ops_tensor *b, const ops_tensor *y,
+                                      ops_explain *out);
+OPS_API ops_status ops_reduce_explain(ops_handle handle, const ops_reduce_params *params,
+                                      const ops_tensor *x, const ops_tensor *y, ops_explain *out);
+
+/* Renders e as text (one line per candidate) or as one JSON object into buf, truncated to
+ * n bytes (always NUL-terminated when n > 0). Returns the length the whole rendering needs,
+ * snprintf-style. */
+OPS_API size_t ops_explain_to_text(const ops_explain *e, char *buf, size_t n);
+OPS_API size_t ops_explain_to_json(const ops_explain *e, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPSLIB_EXPLAIN_H_ */

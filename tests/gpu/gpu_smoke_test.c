@@ -1,0 +1,176 @@
+/*
+ * The GPU smoke test: on a CUDA host it proves that this build's device code runs there
+ * (a kernel from the project's nvcc rule), that a CUDA handle reads the device, and that
+ * ops on CUDA tensors are dispatched and, where no CUDA kernel serves them yet, refused
+ * with OPS_ERR_UNSUPPORTED and a reason per candidate, with device memory untouched.
+ * Without a CUDA device every test is skipped and says why.
+ */
+#include <cuda_runtime_api.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "opslib/opslib.h"
+#include "tests/support/opst.h"
+
+int opst_gpu_affine(const float *x, float *y, int n, float a, float b, void *stream);
+
+#define CUDA_OK(call)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      print_error("%s failed: %s\n", #call, cudaGetErrorString(e_));                    \
+      fail();                                                                           \
+    }                                                                                   \
+  } while (0)
+
+static int g_have_cuda;
+
+#define REQUIRE_GPU()        \
+  do {                       \
+    if (!g_have_cuda) {      \
+      skip();                \
+    }                        \
+  } while (0)
+
+static void handle_reads_the_device(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
+  ops_device_info info;
+  info.struct_size = sizeof info;
+  OPST_OK(ops_handle_get_device_info(h, &info));
+  printf("[ DEVICE   ] %s: sm_%d (running sm_%d code), %d SMs, %lld KiB smem/block opt-in, %lld MiB L2\n",
+         info.name, info.sm_version, info.code_sm, info.sm_count, (long long)(info.smem_per_block_optin / 1024),
+         (long long)(info.l2_bytes >> 20));
+  assert_true(info.sm_count > 0);
+  assert_true(info.code_sm > 0 && info.code_sm <= info.sm_version);
+  if (info.sm_version == 90) {
+    /* The default arch list carries sm_90a machine code: Hopper must run it, not sm_80. */
+    assert_int_equal(info.code_sm, 90);
+  }
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreate(&s));
+  OPST_OK(ops_handle_set_stream(h, s));
+  void *got = NULL;
+  OPST_OK(ops_handle_get_stream(h, &got));
+  assert_ptr_equal(got, s);
+  CUDA_OK(cudaStreamDestroy(s));
+  OPST_OK(ops_handle_destroy(h));
+}
+
+static void build_runs_its_own_device_code(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  enum { N = 100003 };
+  float *hx = malloc(N * sizeof(float)), *hy = malloc(N * sizeof(float));
+  for (int i = 0; i < N; ++i) hx[i] = (float)(i % 1000) * 0.25f;
+  float *dx, *dy;
+  CUDA_OK(cudaMalloc((void **)&dx, N * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&dy, N * sizeof(float)));
+  CUDA_OK(cudaMemcpy(dx, hx, N * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dy, 0xFF, N * sizeof(float)));
+  assert_int_equal(opst_gpu_affine(dx, dy, N, 2.0f, 1.0f, NULL), 0);
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(hy, dy, N * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < N; ++i) {
+    if (hy[i] != 2.0f * hx[i] + 1.0f) {
+      print_error("y[%d] = %g, want %g\n", i, (double)hy[i], 2.0 * hx[i] + 1.0);
+      fail();
+    }
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+  free(hx);
+  free(hy);
+}
+
+/* A device buffer poisoned with 0xA5 bytes, described as a tensor on cuda:0. */
+static void *device_tensor(ops_tensor *t, int32_t dtype, int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  const size_t bytes = (size_t)n * ops_dtype_size((ops_dtype)dtype);
+  void *p = NULL;
+  CUDA_OK(cudaMalloc(&p, bytes));
+  CUDA_OK(cudaMemset(p, 0xA5, bytes));
+  OPST_OK(ops_tensor_init(t, p, (ops_dtype)dtype, ops_device_cuda(0), ndim, shape, NULL));
+  return p;
+}
+
+static int still_poisoned(const void *p, size_t bytes) {
+  unsigned char *h = malloc(bytes);
+  CUDA_OK(cudaMemcpy(h, p, bytes, cudaMemcpyDeviceToHost));
+  int ok = 1;
+  for (size_t i = 0; i < bytes; ++i) ok = ok && h[i] == 0xA5;
+  free(h);
+  return ok;
+}
+
+static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
+  const int64_t qs[4] = {2, 64, 4, 64}, rs[2] = {128, 256}, ws[1] = {256};
+  ops_tensor q, o, x, y, w;
+  void *pq = device_tensor(&q, OPS_DTYPE_BF16, 4, qs), *po = device_tensor(&o, OPS_DTYPE_BF16, 4, qs);
+  void *px = device_tensor(&x, OPS_DTYPE_F32, 2, rs), *py = device_tensor(&y, OPS_DTYPE_F32, 2, rs);
+  void *pw = device_tensor(&w, OPS_DTYPE_F32, 1, ws);
+  struct {
+    const char *what;
+    ops_status st;
+    const char *row;
+    void *out;
+    size_t bytes;
+  } calls[] = {
+      {"sdpa", ops_sdpa(h, NULL, &q, &q, &q, &o, NULL, NULL, 0), "cpu_sdpa_ref", po, 2 * 64 * 4 * 64 * 2},
+      {"layernorm", ops_layernorm(h, NULL, &x, &w, &y, NULL, 0), "cpu_layernorm_ref", py, 128 * 256 * 4},
+      {"rmsnorm", ops_rmsnorm(h, NULL, &x, &w, &y, NULL, 0), "cpu_rmsnorm_ref", py, 128 * 256 * 4},
+      {"softmax", ops_softmax(h, NULL, &x, &y, NULL, 0), "cpu_softmax_ref", py, 128 * 256 * 4},
+      {"sin_affine", ops_sin_affine(h, NULL, &x, &y, NULL, 0), "cpu_sin_affine_ref", py, 128 * 256 * 4},
+      {"unary", ops_unary(h, NULL, &x, &y, NULL, 0), "cpu_unary_ref", py, 128 * 256 * 4},
+      {"binary", ops_binary(h, NULL, &x, &x, &y, NULL, 0), "cpu_binary_ref", py, 128 * 256 * 4},
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    if (calls[i].st != OPS_ERR_UNSUPPORTED) {
+      print_error("%s on cuda: expected OPS_ERR_UNSUPPORTED (no CUDA kernel in this build), got %s\n", calls[i].what,
+                  ops_status_name(calls[i].st));
+      fail();
+    }
+    assert_true(still_poisoned(calls[i].out, calls[i].bytes));
+  }
+  /* The message lists each candidate and its reason. */
+  assert_int_equal(ops_gemm(h, NULL, &x, &y, &y, NULL, 0), OPS_ERR_SHAPE_MISMATCH); /* K 256 vs 128 */
+  assert_int_equal(ops_softmax(h, NULL, &x, &y, NULL, 0), OPS_ERR_UNSUPPORTED);
+  assert_non_null(strstr(ops_last_error(), "cpu_softmax_ref [backend]: runs on cpu, the handle's device is cuda"));
+  /* Host tensors with a CUDA handle are a device mismatch. */
+  float host[256];
+  ops_tensor th;
+  OPST_OK(ops_tensor_init(&th, host, OPS_DTYPE_F32, ops_device_cpu(), 1, ws, NULL));
+  assert_int_equal(ops_unary(h, NULL, &th, &w, NULL, 0), OPS_ERR_DEVICE_MISMATCH);
+  assert_non_null(strstr(ops_last_error(), "expected cuda:0 (the handle's), got cpu"));
+  cudaFree(pq), cudaFree(po), cudaFree(px), cudaFree(py), cudaFree(pw);
+  OPST_OK(ops_handle_destroy(h));
+}
+
+static int setup(void **state) {
+  (void)state;
+  g_have_cuda = opst_have_cuda("gpu_smoke");
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(handle_reads_the_device),
+      cmocka_unit_test(build_runs_its_own_device_code),
+      cmocka_unit_test(ops_without_cuda_kernels_are_refused_cleanly),
+  };
+  return cmocka_run_group_tests_name("gpu_smoke", tests, setup, NULL);
+}

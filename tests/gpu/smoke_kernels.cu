@@ -1,0 +1,12 @@
+// y = a x + b on the GPU: the smallest kernel that proves this build's device code runs.
+#include <cuda_runtime_api.h>
+
+static __global__ void affine_kernel(const float *x, float *y, int n, float a, float b) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + b;
+}
+
+extern "C" int opst_gpu_affine(const float *x, float *y, int n, float a, float b, void *stream) {
+  affine_kernel<<<(n + 255) / 256, 256, 0, (cudaStream_t)stream>>>(x, y, n, a, b);
+  return (int)cudaGetLastError();
+}

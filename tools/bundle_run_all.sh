@@ -1,0 +1,53 @@
+#!/bin/sh
+# run_all.sh: the GPU bundle's runner (packed by tools/pack_gpu_bundle.sh).
+#   --sanitizer     also run every test under compute-sanitizer (memcheck and racecheck)
+#   --bench         also run the benchmarks (bin/bench_*), JSON into $LOGS
+#   --filter REGEX  only the binaries whose name matches
+# Logs go to $OUT (the device tool's output folder) when set, else ./logs. The last line
+# is the summary: "bundle: N passed, N failed, N skipped".
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+sanitizer=0; bench=0; filter="."
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitizer) sanitizer=1 ;;
+    --bench) bench=1 ;;
+    --filter) filter="$2"; shift ;;
+    *) echo "run_all.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+logs="${OUT:-$here/logs}"
+mkdir -p "$logs"
+echo "bundle: $(cat "$here/BUILD_INFO")"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || true
+
+results="$logs/results.txt"
+: > "$results"
+for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo; do
+  name=$(basename "$t")
+  echo "$name" | grep -Eq "$filter" || continue
+  "$t" > "$logs/$name.log" 2>&1
+  echo "$name plain $?" >> "$results"
+  tail -n 3 "$logs/$name.log" | sed "s|^|  $name: |"
+  if [ $sanitizer -eq 1 ] && [ "$name" != "examples_sdpa_demo" ]; then
+    for tool in memcheck racecheck; do
+      # CPU-only tests never initialize CUDA; that is not an error for them.
+      compute-sanitizer --tool $tool --require-cuda-init=no --error-exitcode 99 "$t" > "$logs/$name.$tool.log" 2>&1
+      echo "$name $tool $?" >> "$results"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$name.$tool.log" | tail -n 1 | sed "s|^|  $name [$tool]: |"
+    done
+  fi
+done
+if [ $bench -eq 1 ]; then
+  for b in "$here"/bin/bench_*; do
+    [ -e "$b" ] || continue
+    name=$(basename "$b")
+    echo "$name" | grep -Eq "$filter" || continue
+    "$b" --benchmark_out="$logs/$name.json" --benchmark_out_format=json > "$logs/$name.log" 2>&1
+    echo "$name bench $?" >> "$results"
+    tail -n 40 "$logs/$name.log"
+  done
+fi
+python3 "$here/count_bundle.py" "$logs" "$results"

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Packs every test and benchmark binary (plus the demo), stripped, with the shared
+# libraries they need that a GPU host may lack (Debian's cmocka, Google Benchmark), into
+# one self-contained folder with a runner. The GPU host needs a driver, nothing else:
+# CUDA's runtime is linked statically.
+#
+#   tools/pack_gpu_bundle.sh [--archs sm_90a] [OUT_DIR]      (default OUT_DIR: gpu_bundle)
+#   OUT_DIR/run_all.sh [--sanitizer] [--bench] [--filter REGEX]
+#
+# The default arch list is sm_90a alone: the H100 runs it, and every binary stays small.
+set -eu
+cd "$(dirname "$0")/.."
+archs="sm_90a"
+if [ "${1:-}" = "--archs" ]; then archs="$2"; shift 2; fi
+out="${1:-gpu_bundle}"
+
+tools/setup.sh
+flags="--//tools/bazel:cuda_archs=$archs"
+tests=$(bazel query --noshow_progress 'kind("cc_test", //tests/...)' 2>/dev/null)
+benches=$(bazel query --noshow_progress 'kind("cc_binary", //bench/...)' 2>/dev/null || true)
+bazel build --noshow_progress $flags $tests $benches //examples:sdpa_demo
+bin=$(bazel info $flags bazel-bin 2>/dev/null)
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for label in $tests $benches //examples:sdpa_demo; do
+  path=$(echo "$label" | sed 's|^//||; s|:|/|')
+  name=$(echo "$label" | sed 's|^//||; s|[/:]|_|g')
+  cp "$bin/$path" "$out/bin/$name"
+  chmod u+w "$out/bin/$name"
+  strip --strip-unneeded "$out/bin/$name"
+done
+# Shared libraries outside glibc / libstdc++ / libgcc, which every Linux host has.
+for f in "$out"/bin/*; do
+  ldd "$f" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+cp tools/bundle_run_all.sh "$out/run_all.sh"
+cp tools/count_bundle.py "$out/count_bundle.py"
+chmod +x "$out/run_all.sh"
+echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
+du -sh "$out"
+ls "$out/bin" "$out/lib"

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Installs what building and testing opslib needs, from Debian's packages, when missing:
+# Bazel (bazel-bootstrap, which runs fully offline with third_party/'s stand-ins), cmocka
+# (tests), DLPack headers, Google Benchmark. The CUDA toolkit must be at /usr/local/cuda.
+set -eu
+
+need=""
+command -v bazel >/dev/null 2>&1 || need="$need bazel-bootstrap"
+[ -f /usr/include/cmocka.h ] || need="$need libcmocka-dev"
+[ -f /usr/include/dlpack/dlpack.h ] || need="$need libdlpack-dev"
+[ -f /usr/include/benchmark/benchmark.h ] || need="$need libbenchmark-dev"
+command -v g++ >/dev/null 2>&1 || need="$need g++"
+
+if [ -n "$need" ]; then
+  echo "setup: installing$need"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $need >/dev/null
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: opslib needs the CUDA toolkit at /usr/local/cuda (nvcc not found there)" >&2
+  exit 1
+fi

@@ -18,6 +18,8 @@ DECLARE_ROWS(sin_affine)
 DECLARE_ROWS(unary)
 DECLARE_ROWS(binary)
 DECLARE_ROWS(reduce)
+DECLARE_ROWS(scale)
+DECLARE_ROWS(ew_chain)
 
 typedef struct {
   const opsi_kernel_row *rows;
@@ -35,6 +37,8 @@ static const op_rows k_by_op[] = {
     [OPS_OP_UNARY] = {opsi_unary_rows, &opsi_unary_row_count},
     [OPS_OP_BINARY] = {opsi_binary_rows, &opsi_binary_row_count},
     [OPS_OP_REDUCE] = {opsi_reduce_rows, &opsi_reduce_row_count},
+    [OPS_OP_SCALE] = {opsi_scale_rows, &opsi_scale_row_count},
+    [OPS_OP_EW_CHAIN] = {opsi_ew_chain_rows, &opsi_ew_chain_row_count},
 };
 
 #define OP_SLOTS (sizeof k_by_op / sizeof k_by_op[0])

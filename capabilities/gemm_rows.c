@@ -7,6 +7,8 @@ const opsi_kernel_row opsi_gemm_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_GEMM,
         .name = "cpu_gemm_ref",
+        .tests = "//tests/kernels:gemm_test //tests/errors:gemm_errors_test",
+        .workspace_formula = "0",
         .op = OPS_OP_GEMM,
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,

@@ -9,6 +9,8 @@ const opsi_kernel_row opsi_layernorm_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_LAYERNORM,
         .name = "cpu_layernorm_ref",
+        .tests = "//tests/kernels:norm_test //tests/errors:rows_errors_test",
+        .workspace_formula = "0",
         .op = OPS_OP_LAYERNORM,
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,
@@ -25,6 +27,8 @@ const opsi_kernel_row opsi_rmsnorm_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_RMSNORM,
         .name = "cpu_rmsnorm_ref",
+        .tests = "//tests/kernels:norm_test //tests/errors:rows_errors_test",
+        .workspace_formula = "0",
         .op = OPS_OP_RMSNORM,
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,
@@ -41,6 +45,8 @@ const opsi_kernel_row opsi_softmax_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_SOFTMAX,
         .name = "cpu_softmax_ref",
+        .tests = "//tests/kernels:softmax_test //tests/errors:rows_errors_test",
+        .workspace_formula = "0",
         .op = OPS_OP_SOFTMAX,
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,

@@ -7,6 +7,8 @@ const opsi_kernel_row opsi_reduce_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_REDUCE,
         .name = "cpu_reduce_ref",
+        .tests = "//tests/kernels:reduce_test //tests/errors:reduce_errors_test",
+        .workspace_formula = "0",
         .op = OPS_OP_REDUCE,
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,

@@ -27,6 +27,29 @@ typedef struct opsi_warp_role {
 
 #define OPSI_MAX_ROLES 3
 
+/* The unit whose peak rate bounds a kernel's arithmetic (see capabilities/machines.c). */
+typedef enum opsi_unit {
+  OPSI_UNIT_CPU = 0,        /* the CPU references: scalar double precision */
+  OPSI_UNIT_FFMA = 1,       /* CUDA cores, f32 fused multiply-add */
+  OPSI_UNIT_MMA_F16 = 2,    /* tensor cores through mma.sync, f16 / bf16 inputs */
+  OPSI_UNIT_MMA_TF32 = 3,   /* tensor cores through mma.sync, tf32 */
+  OPSI_UNIT_WGMMA_F16 = 4,  /* Hopper warpgroup MMA, f16 / bf16 */
+  OPSI_UNIT_WGMMA_TF32 = 5, /* Hopper warpgroup MMA, tf32 */
+  OPSI_UNIT_COUNT = 6
+} opsi_unit;
+
+/* How a kernel cuts the work into blocks, for wave quantization and padding waste. Up to
+ * three problem dims are tiled; a tiled dim is either spread over the grid (one block per
+ * tile) or looped inside a block. grid_dims lists further dims that multiply the grid
+ * (batch, heads). Entries of -1 are unused. */
+typedef struct opsi_tiling {
+  int8_t tile_dim[3];     /* problem.dims index tiled, or -1 */
+  int32_t tile[3];        /* tile extent along it */
+  int8_t tile_in_grid[3]; /* 1: one block per tile; 0: looped inside a block */
+  int8_t grid_dims[3];    /* problem.dims indices that multiply the block count, or -1 */
+  int32_t blocks_per_sm;  /* resident blocks per SM (from registers / smem / threads) */
+} opsi_tiling;
+
 typedef struct opsi_kernel_row {
   /* identity */
   int32_t id;       /* stable kernel_id: never renumbered or reused */
@@ -57,9 +80,17 @@ typedef struct opsi_kernel_row {
   int32_t deterministic;                /* bitwise identical results run to run */
   const char *reduction_order;
 
-  /* what it costs and how it runs */
+  /* what it costs (dispatch/cost.c; coefficients per SM family in capabilities/machines.c) */
+  int32_t unit;         /* opsi_unit bounding its arithmetic */
+  float efficiency;     /* fraction of the unit's peak and of memory bandwidth it reaches */
+  float bytes_factor;   /* device memory traffic over the op's minimal bytes (2-pass: ~1.5) */
+  opsi_tiling tiling;   /* CUDA rows; all -1 / 0 on the CPU */
+  const char *workspace_formula; /* the workspace function in words, for explain and list */
+
+  /* how it runs */
   opsi_workspace_fn workspace; /* NULL: needs none */
   opsi_launch_fn launch;
+  const char *tests;           /* the test target(s) that exercise it */
 } opsi_kernel_row;
 
 /* The rows of `op` (NULL, 0 for an unknown op): O(1), a table indexed by op id. */

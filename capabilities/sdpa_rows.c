@@ -7,6 +7,8 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_SDPA,
         .name = "cpu_sdpa_ref",
+        .tests = "//tests/kernels:sdpa_test //tests/errors:sdpa_errors_test",
+        .workspace_formula = "(max_seqlen_k + head_dim_v) * 8 bytes",
         .op = OPS_OP_SDPA,
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,

@@ -1,14 +1,28 @@
-/* Evaluation, choice, and the three ways a call ends: run, workspace query, explain. */
+/*
+ * Evaluation, choice, and the three ways a call ends: run, workspace query, explain.
+ *
+ * A run looks its problem up in the handle's plan cache first (no lock, no allocation);
+ * on a miss every candidate row is checked against the rules, the eligible ones are
+ * ranked by the cost model, and the winner is cached. Explain always evaluates in full.
+ */
 #include "dispatch/dispatch.h"
 
+#include <math.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "dispatch/cost.h"
 #include "dispatch/op_names.h"
 #include "dispatch/rules.h"
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"
 #include "runtime/handle_internal.h"
+#include "runtime/profiler.h"
+
+_Static_assert(sizeof(opsi_problem) % sizeof(uint64_t) == 0, "the problem is hashed as whole words");
+_Static_assert(sizeof(opsi_problem) / sizeof(uint64_t) <= OPSI_CACHE_KEY_WORDS, "the problem fits a cache key");
+#define KEY_WORDS ((int)(sizeof(opsi_problem) / sizeof(uint64_t)))
 
 void opsi_problem_init(opsi_problem *p, int32_t op, ops_handle handle) {
   memset(p, 0, sizeof *p);
@@ -27,38 +41,58 @@ void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t) {
   }
 }
 
-const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts,
-                                     int *count) {
+static int32_t pinned_for(const opsi_vctx *v, int32_t op) {
+  return op > 0 && op < OPSI_OP_SLOTS ? v->handle->pinned[op] : 0;
+}
+
+const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts, int *count,
+                                     double *est_us) {
   size_t n = 0;
   const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &n);
   const ops_device_info *dev = &v->handle->info;
-  const opsi_kernel_row *chosen = NULL;
+  const int32_t pinned = pinned_for(v, p->op);
+  const opsi_kernel_row *best = NULL;
+  double best_us = INFINITY;
   char scratch[192];
   int k = 0;
   for (size_t i = 0; i < n; ++i) {
     ops_verdict *out = verdicts != NULL && k < OPS_EXPLAIN_MAX_CANDIDATES ? &verdicts[k++] : NULL;
     char *msg = out != NULL ? out->message : scratch;
     const size_t len = out != NULL ? sizeof out->message : sizeof scratch;
-    const ops_reason r = opsi_rules_check(p, &rows[i], dev, msg, len);
+    ops_reason r;
+    if (pinned != 0 && rows[i].id != pinned) {
+      r = OPS_REASON_NOT_PINNED;
+      snprintf(msg, len, "kernel id %d is pinned for this op (ops_handle_pin_kernel / OPSLIB_FORCE_KERNEL)", pinned);
+    } else {
+      r = opsi_rules_check(p, &rows[i], dev, msg, len);
+    }
+    double us = 0.0;
+    if (r == OPS_REASON_ELIGIBLE) {
+      opsi_cost c;
+      opsi_estimate(p, &rows[i], dev, &c);
+      us = c.us;
+      if (out != NULL) opsi_format_cost(&c, msg, len);
+      if (us < best_us) {
+        best_us = us;
+        best = &rows[i];
+      }
+    }
     if (out != NULL) {
       out->kernel_id = rows[i].id;
       out->kernel_name = rows[i].name;
       out->reason = r;
-      out->est_us = 0.0;
-    }
-    if (r == OPS_REASON_ELIGIBLE && chosen == NULL) {
-      chosen = &rows[i];
-      if (out == NULL) break;
+      out->est_us = us;
     }
   }
   if (count != NULL) *count = k;
-  return chosen;
+  if (est_us != NULL) *est_us = best_us;
+  return best;
 }
 
 static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
   ops_verdict verdicts[OPS_EXPLAIN_MAX_CANDIDATES];
   int count = 0;
-  opsi_evaluate(v, p, verdicts, &count);
+  opsi_evaluate(v, p, verdicts, &count, NULL);
   char where[96];
   if (p->backend == OPS_DEVICE_CUDA) {
     snprintf(where, sizeof where, "cuda:%d (sm_%d, running sm_%d code)", (int)v->handle->device.ordinal,
@@ -74,6 +108,25 @@ static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
   return OPS_ERR_UNSUPPORTED;
 }
 
+/* The chosen row, from the plan cache or a full evaluation (then cached). */
+static const opsi_kernel_row *choose(const opsi_vctx *v, const opsi_problem *p, int *hit) {
+  const uint64_t *key = (const uint64_t *)(const void *)p;
+  uint64_t value[2];
+  if (opsi_plan_cache_get(&v->handle->cache, key, KEY_WORDS, value)) {
+    *hit = 1;
+    return (const opsi_kernel_row *)(uintptr_t)value[0];
+  }
+  *hit = 0;
+  double us = 0.0;
+  const opsi_kernel_row *row = opsi_evaluate(v, p, NULL, NULL, &us);
+  if (row != NULL) {
+    value[0] = (uint64_t)(uintptr_t)row;
+    memcpy(&value[1], &us, sizeof us);
+    opsi_plan_cache_put(&v->handle->cache, key, KEY_WORDS, value);
+  }
+  return row;
+}
+
 static size_t row_workspace(const opsi_kernel_row *row, const opsi_problem *p) {
   return row->workspace != NULL ? row->workspace(p) : 0;
 }
@@ -87,13 +140,46 @@ static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) 
   e->empty = empty;
   opsi_describe_problem(p, e->problem, sizeof e->problem);
   int count = 0;
-  const opsi_kernel_row *row = opsi_evaluate(v, p, e->verdicts, &count);
+  const opsi_kernel_row *row = opsi_evaluate(v, p, e->verdicts, &count, NULL);
   e->count = count;
   e->chosen = -1;
   for (int i = 0; row != NULL && i < count; ++i) {
     if (e->verdicts[i].kernel_id == row->id) e->chosen = i;
   }
   return OPS_OK;
+}
+
+static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *row, int hit,
+                         const void *args, void *workspace, size_t workspace_bytes) {
+  opsi_launch_info info;
+  memset(&info, 0, sizeof info);
+  const opsi_launch ctx = {v->handle, v->handle->stream, workspace, workspace_bytes, &info};
+  opsi_profile_token tok;
+  const int profiling = opsi_profile_begin(v->handle, &tok);
+  nvtxRangePushA(row->name);
+  ops_status st = row->launch(&ctx, args);
+  nvtxRangePop();
+  if (st == OPS_OK && row->backend == OPS_DEVICE_CUDA) st = opsi_cuda_check_launch(v->fn);
+  if (profiling) {
+    char problem[256];
+    opsi_describe_problem(p, problem, sizeof problem);
+    ops_profile_record rec;
+    memset(&rec, 0, sizeof rec);
+    rec.struct_size = (uint32_t)sizeof rec;
+    rec.op = p->op;
+    rec.op_name = ops_op_name((ops_op)p->op);
+    rec.kernel_id = row->id;
+    rec.kernel_name = row->name;
+    rec.device = v->handle->device;
+    memcpy(rec.grid, info.grid, sizeof rec.grid);
+    memcpy(rec.block, info.block, sizeof rec.block);
+    rec.smem_bytes = info.smem_bytes;
+    rec.plan_cache_hit = hit;
+    opsi_work(p, &rec.bytes, &rec.flops);
+    rec.problem = problem;
+    opsi_profile_end(v->handle, &tok, &rec);
+  }
+  return st;
 }
 
 ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
@@ -105,7 +191,8 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
     if (v->mode == OPSI_QUERY_WORKSPACE) *v->workspace_out = 0;
     return OPS_OK;
   }
-  const opsi_kernel_row *row = opsi_evaluate(v, p, NULL, NULL);
+  int hit = 0;
+  const opsi_kernel_row *row = choose(v, p, &hit);
   if (row == NULL) {
     return unsupported(v, p);
   }
@@ -113,13 +200,16 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
     *v->workspace_out = row_workspace(row, p);
     return OPS_OK;
   }
-  OPSI_TRY(opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p)));
-  const opsi_launch ctx = {v->handle, v->handle->stream, workspace, workspace_bytes};
-  OPSI_TRY(row->launch(&ctx, args));
-  if (row->backend == OPS_DEVICE_CUDA) {
-    OPSI_TRY(opsi_cuda_check_launch(v->fn));
+  if (v->handle->is_virtual) {
+    return opsi_fail(OPS_ERR_UNSUPPORTED_DEVICE,
+                     "%s: handle: a described device (ops_handle_create_virtual) can explain and size "
+                     "workspaces, not run; create one with ops_handle_create", v->fn);
   }
-  return OPS_OK;
+  OPSI_TRY(opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p)));
+  if (row->backend == OPS_DEVICE_CUDA) {
+    OPSI_TRY(opsi_cuda_check_current(v->fn, v->handle->device.ordinal));
+  }
+  return launch(v, p, row, hit, args, workspace, workspace_bytes);
 }
 
 void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n) {
@@ -135,6 +225,9 @@ void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n) {
     const char *name = opsi_dim_name(p->op, i);
     if (strncmp(name, "dims[", 5) == 0) break;
     PUT(" %s=%lld", name, (long long)p->dims[i]);
+  }
+  if (p->op == OPS_OP_SDPA && (p->extra[0] >= 0 || p->extra[1] >= 0)) {
+    PUT(" window=(%lld, %lld)", (long long)p->extra[0], (long long)p->extra[1]);
   }
   if (p->variant != 0) PUT(" variant=%d", p->variant);
   if (p->flags != 0) {

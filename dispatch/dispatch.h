@@ -21,10 +21,12 @@ void opsi_problem_init(opsi_problem *p, int32_t op, ops_handle handle);
 /* Lowers p->align to t's alignment (t may be NULL: no change). */
 void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t);
 
-/* Evaluates every candidate row of p's op. Fills verdicts[0..*count) when verdicts is not
- * NULL and returns the chosen row, or NULL when none is eligible. */
+/* Evaluates every candidate row of p's op: the rules (or the handle's pin), then the cost
+ * model over the eligible rows. Fills verdicts[0..*count) when verdicts is not NULL, the
+ * winner's estimate into *est_us when not NULL, and returns the winner (the cheapest
+ * eligible row, the earliest on a tie), or NULL when none is eligible. */
 const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts,
-                                     int *count);
+                                     int *count, double *est_us);
 
 /* The tail of every entry point. `empty`: the outputs have no elements (nothing runs).
  *   OPSI_RUN:             choose (OPS_ERR_UNSUPPORTED with each candidate's reason if none),

@@ -2,6 +2,7 @@
  * The elementwise ops: ops_sin_affine, ops_unary, ops_binary. Every input is broadcast to
  * y's shape (opsi_ew_args), then the dispatcher.
  */
+#include <math.h>
 #include <string.h>
 
 #include "dispatch/dispatch.h"
@@ -23,6 +24,13 @@ void ops_unary_params_init(ops_unary_params *p) {
   memset(p, 0, sizeof *p);
   p->struct_size = (uint32_t)sizeof *p;
   p->fn = OPS_ACT_NONE;
+}
+
+void ops_scale_params_init(ops_scale_params *p) {
+  if (p == NULL) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = (uint32_t)sizeof *p;
+  p->alpha = 1.0f;
 }
 
 void ops_binary_params_init(ops_binary_params *p) {
@@ -199,4 +207,43 @@ ops_status ops_binary_explain(ops_handle handle, const ops_binary_params *params
                               const ops_tensor *b, const ops_tensor *y, ops_explain *out) {
   const opsi_vctx vc = {"ops_binary_explain", handle, OPSI_EXPLAIN, NULL, out};
   return binary_entry(&vc, params, a, b, y, NULL, 0);
+}
+
+static ops_status scale_entry(const opsi_vctx *vc, const ops_scale_params *params, const ops_tensor *x,
+                              const ops_tensor *y, void *workspace, size_t workspace_bytes) {
+  opsi_clear_error();
+  OPSI_TRY(opsi_check_call(vc));
+  ops_scale_params p;
+  ops_scale_params_init(&p);
+  OPSI_TRY(opsi_read_params(vc, "ops_scale_params", params, sizeof p, &p));
+  if (!isfinite(p.alpha)) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->alpha: expected a finite value, got %g", vc->fn,
+                     (double)p.alpha);
+  }
+  if (x == NULL) return opsi_check_tensor(vc, "x", x, NULL);
+  const ew_inputs in = {{"x", NULL, NULL}, {x, NULL, NULL}};
+  opsi_ew_args e;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(ew_prepare(vc, OPS_OP_SCALE, OPSI_EW_SCALE, 0, &in, y, &e, &pr, &empty));
+  e.a = p.alpha;
+  return opsi_finish(vc, &pr, &e, empty, workspace, workspace_bytes);
+}
+
+ops_status ops_scale(ops_handle handle, const ops_scale_params *params, const ops_tensor *x,
+                     const ops_tensor *y, void *workspace, size_t workspace_bytes) {
+  const opsi_vctx vc = {"ops_scale", handle, OPSI_RUN, NULL, NULL};
+  return scale_entry(&vc, params, x, y, workspace, workspace_bytes);
+}
+
+ops_status ops_scale_workspace_size(ops_handle handle, const ops_scale_params *params,
+                                    const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
+  const opsi_vctx vc = {"ops_scale_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return scale_entry(&vc, params, x, y, NULL, 0);
+}
+
+ops_status ops_scale_explain(ops_handle handle, const ops_scale_params *params, const ops_tensor *x,
+                             const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_scale_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return scale_entry(&vc, params, x, y, NULL, 0);
 }

@@ -239,6 +239,8 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   pr->dims[OPSI_SDPA_HKV] = hkv;
   pr->dims[OPSI_SDPA_D] = d;
   pr->dims[OPSI_SDPA_DV] = dv;
+  pr->extra[0] = a->window_left;
+  pr->extra[1] = a->window_right;
   if (p.causal) pr->flags |= OPSI_F_CAUSAL;
   if (p.window_left >= 0 || (!p.causal && p.window_right >= 0)) pr->flags |= OPSI_F_WINDOW;
   if (hq != hkv) pr->flags |= OPSI_F_GQA;

@@ -40,7 +40,9 @@ const char *opsi_dim_name(int32_t op, int index) {
     case OPS_OP_SOFTMAX: names = rows; count = 2; break;
     case OPS_OP_SIN_AFFINE:
     case OPS_OP_UNARY:
-    case OPS_OP_BINARY: names = ew; count = 3; break;
+    case OPS_OP_BINARY:
+    case OPS_OP_SCALE:
+    case OPS_OP_EW_CHAIN: names = ew; count = 3; break;
     case OPS_OP_REDUCE: names = reduce; count = 3; break;
     default: break;
   }
@@ -202,6 +204,7 @@ ops_reason opsi_rules_check(const opsi_problem *p, const opsi_kernel_row *r,
 
 const char *ops_reason_name(ops_reason reason) {
   if (reason == OPS_REASON_ELIGIBLE) return "eligible";
+  if (reason == OPS_REASON_NOT_PINNED) return "not_pinned";
   for (size_t i = 0; i < sizeof k_rules / sizeof k_rules[0]; ++i) {
     if (k_rules[i].reason == reason) return k_rules[i].name;
   }

@@ -72,3 +72,17 @@ ops_status opsi_cuda_check_launch(const char *what) {
   }
   return OPS_OK;
 }
+
+ops_status opsi_cuda_check_current(const char *what, int ordinal) {
+  int current = -1;
+  const cudaError_t err = cudaGetDevice(&current);
+  if (err != cudaSuccess) {
+    return opsi_fail(OPS_ERR_CUDA, "%s: cudaGetDevice failed: %s", what, cudaGetErrorString(err));
+  }
+  if (current != ordinal) {
+    return opsi_fail(OPS_ERR_DEVICE_MISMATCH,
+                     "%s: current CUDA device: expected %d (the handle's; call cudaSetDevice(%d)), got %d", what,
+                     ordinal, ordinal, current);
+  }
+  return OPS_OK;
+}

@@ -14,4 +14,7 @@ ops_status opsi_cuda_read_device(int ordinal, ops_device_info *info);
 /* After a kernel launch: OPS_OK, or OPS_ERR_CUDA naming `what` and the CUDA error. */
 ops_status opsi_cuda_check_launch(const char *what);
 
+/* The calling thread's current CUDA device is `ordinal` (ops launch there). */
+ops_status opsi_cuda_check_current(const char *what, int ordinal);
+
 #endif /* OPSLIB_RUNTIME_CUDA_DEVICE_H_ */

@@ -6,44 +6,80 @@
 #include "runtime/cuda_device.h"
 #include "runtime/error.h"
 #include "runtime/handle_internal.h"
+#include "runtime/profiler.h"
 
-ops_status ops_handle_create(ops_handle *out, ops_device device) {
-  opsi_clear_error();
-  if (out == NULL) {
-    return opsi_fail(OPS_ERR_NULL_POINTER, "ops_handle_create: out is NULL");
+static ops_status alloc_handle(const char *fn, ops_handle *out) {
+  ops_handle p = (ops_handle)calloc(1, sizeof *p); /* zeroes the plan cache too */
+  if (p == NULL) {
+    return opsi_fail(OPS_ERR_OUT_OF_MEMORY, "%s: calloc(%zu) failed", fn, sizeof *p);
   }
-  *out = NULL;
-  struct ops_handle_s h;
-  memset(&h, 0, sizeof h);
-  h.device = device;
-  h.math_mode = OPS_MATH_STRICT;
-  h.info.struct_size = (uint32_t)sizeof(ops_device_info);
-  h.info.device = device;
+  p->math_mode = OPS_MATH_STRICT;
+  p->info.struct_size = (uint32_t)sizeof(ops_device_info);
+  *out = p;
+  return OPS_OK;
+}
+
+ops_status opsi_handle_new(ops_device device, ops_handle *out) {
+  ops_device_info info;
+  memset(&info, 0, sizeof info);
   if (device.type == OPS_DEVICE_CPU) {
     if (device.ordinal != 0) {
       return opsi_fail(OPS_ERR_UNSUPPORTED_DEVICE,
                        "ops_handle_create: device: expected ordinal 0 for the CPU, got %d",
                        (int)device.ordinal);
     }
-    strcpy(h.info.name, "cpu");
+    strcpy(info.name, "cpu");
   } else if (device.type == OPS_DEVICE_CUDA) {
-    OPSI_TRY(opsi_cuda_read_device(device.ordinal, &h.info));
+    OPSI_TRY(opsi_cuda_read_device(device.ordinal, &info));
   } else {
     return opsi_fail(OPS_ERR_UNSUPPORTED_DEVICE,
                      "ops_handle_create: device.type: expected OPS_DEVICE_CPU (1) or "
                      "OPS_DEVICE_CUDA (2), got %d", (int)device.type);
   }
-  ops_handle p = (ops_handle)malloc(sizeof *p);
-  if (p == NULL) {
-    return opsi_fail(OPS_ERR_OUT_OF_MEMORY, "ops_handle_create: malloc(%zu) failed", sizeof *p);
+  OPSI_TRY(alloc_handle("ops_handle_create", out));
+  info.struct_size = (uint32_t)sizeof(ops_device_info);
+  info.device = device;
+  (*out)->device = device;
+  (*out)->info = info;
+  return OPS_OK;
+}
+
+ops_status opsi_handle_new_virtual(const ops_device_info *target, ops_handle *out) {
+  const char *fn = "ops_handle_create_virtual";
+  if (target == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: target: expected a device description, got NULL", fn);
   }
-  *p = h;
-  *out = p;
+  if (target->struct_size != sizeof(ops_device_info)) {
+    return opsi_fail(OPS_ERR_STRUCT_SIZE, "%s: target->struct_size: expected %zu, got %u", fn,
+                     sizeof(ops_device_info), (unsigned)target->struct_size);
+  }
+  const ops_device d = target->device;
+  if (d.type != OPS_DEVICE_CPU && d.type != OPS_DEVICE_CUDA) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: target->device.type: expected 1 (cpu) or 2 (cuda), got %d",
+                     fn, (int)d.type);
+  }
+  if (d.type == OPS_DEVICE_CUDA &&
+      (target->sm_version < 50 || target->sm_version > 200 || target->sm_count < 1 ||
+       target->code_sm < 0 || target->code_sm > target->sm_version)) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: target: expected sm_version 50..200, sm_count >= 1, 0 <= code_sm <= sm_version, "
+                     "got sm_version %d, sm_count %d, code_sm %d", fn, (int)target->sm_version,
+                     (int)target->sm_count, (int)target->code_sm);
+  }
+  OPSI_TRY(alloc_handle(fn, out));
+  (*out)->device = d;
+  (*out)->info = *target;
+  if (d.type == OPS_DEVICE_CUDA && target->code_sm == 0) {
+    (*out)->info.code_sm = target->sm_version;
+  }
+  (*out)->is_virtual = 1;
   return OPS_OK;
 }
 
 ops_status ops_handle_destroy(ops_handle handle) {
   opsi_clear_error();
+  if (handle == NULL) return OPS_OK;
+  opsi_profiler_stop(handle); /* delivers what is pending */
   free(handle);
   return OPS_OK;
 }
@@ -65,7 +101,7 @@ ops_status ops_handle_destroy(ops_handle handle) {
 
 ops_status ops_handle_set_stream(ops_handle handle, void *stream) {
   REQUIRE_HANDLE("ops_handle_set_stream");
-  if (handle->device.type == OPS_DEVICE_CPU && stream != NULL) {
+  if (handle->device.type != OPS_DEVICE_CUDA && stream != NULL) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
                      "ops_handle_set_stream: stream: expected NULL for a CPU handle, got %p", stream);
   }
@@ -88,7 +124,7 @@ ops_status ops_handle_set_math_mode(ops_handle handle, ops_math_mode mode) {
                      "OPS_MATH_ALLOW_TF32 (1), got %d", (int)mode);
   }
   handle->math_mode = mode;
-  return OPS_OK;
+  return OPS_OK; /* the mode is part of every plan-cache key: no flush needed */
 }
 
 ops_status ops_handle_get_math_mode(ops_handle handle, ops_math_mode *mode) {

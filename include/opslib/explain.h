@@ -35,7 +35,8 @@ typedef enum ops_reason {
   OPS_REASON_SHAPE = 9,       /* an extent outside its limits */
   OPS_REASON_MATH_MODE = 10,  /* it rounds f32 to tf32 and the handle is strict */
   OPS_REASON_DETERMINISM = 11,/* the handle asks for determinism and it is not */
-  OPS_REASON_SMEM = 12        /* it needs more shared memory than the device has */
+  OPS_REASON_SMEM = 12,       /* it needs more shared memory than the device has */
+  OPS_REASON_NOT_PINNED = 13  /* another kernel is pinned for this op on the handle */
 } ops_reason;
 
 /* "eligible", "backend", "sm_too_old", ... */
@@ -46,6 +47,10 @@ OPS_API const char *ops_reason_name(ops_reason reason);
 OPS_API const char *ops_op_name(ops_op op);
 OPS_API ops_op ops_op_from_name(const char *name);
 OPS_API int ops_op_count(void);
+
+/* Names of pointwise functions ("gelu_tanh") and binary ops ("add"); "unknown" otherwise. */
+OPS_API const char *ops_act_name(ops_act fn);
+OPS_API const char *ops_binary_op_name(ops_binary_op op);
 
 #define OPS_EXPLAIN_MAX_CANDIDATES 32
 
@@ -92,6 +97,8 @@ OPS_API ops_status ops_unary_explain(ops_handle handle, const ops_unary_params *
 OPS_API ops_status ops_binary_explain(ops_handle handle, const ops_binary_params *params,
                                       const ops_tensor *a, const ops_tensor *b, const ops_tensor *y,
                                       ops_explain *out);
+OPS_API ops_status ops_scale_explain(ops_handle handle, const ops_scale_params *params,
+                                     const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 OPS_API ops_status ops_reduce_explain(ops_handle handle, const ops_reduce_params *params,
                                       const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 

@@ -78,6 +78,65 @@ OPS_API ops_status ops_handle_get_device_info(ops_handle handle, ops_device_info
 /* Number of CUDA devices the runtime sees: 0 when there is no GPU or no driver. Never fails. */
 OPS_API int ops_cuda_device_count(void);
 
+/* A handle for a described device, not a present one: explain and workspace queries work
+ * as for that device (its SM, SM count, shared memory), running fails with
+ * OPS_ERR_UNSUPPORTED_DEVICE. For planning ahead of time and for `opsctl` on a machine
+ * without the GPU. target->struct_size must be set; target->code_sm = 0 means the device's
+ * own SM (this build's code for it is assumed present).
+ * Errors: OPS_ERR_NULL_POINTER, OPS_ERR_STRUCT_SIZE, OPS_ERR_INVALID_ARGUMENT (device
+ * type, SM or SM count out of range), OPS_ERR_OUT_OF_MEMORY. */
+OPS_API ops_status ops_handle_create_virtual(ops_handle *out, const ops_device_info *target);
+
+/* The reference device of an SM family (90: H100 SXM, 80: A100, 89: L4), for
+ * ops_handle_create_virtual; sm 0 describes the CPU. Errors: OPS_ERR_NULL_POINTER. */
+OPS_API ops_status ops_device_info_for_sm(int sm, ops_device_info *out);
+
+/* Pins a kernel by name (as `opsctl list` prints it) for the calls of its op on this
+ * handle: the dispatcher then considers that kernel alone, and a call it cannot serve fails
+ * with OPS_ERR_UNSUPPORTED and the kernel's reasons; it never runs another kernel instead.
+ * A later pin for the same op replaces the earlier one; NULL or "" removes every pin. The
+ * environment variable OPSLIB_FORCE_KERNEL=<name>[,<name>...] pins at handle creation.
+ * Not to be called while ops run on the handle. Errors: OPS_ERR_NULL_POINTER (handle),
+ * OPS_ERR_INVALID_ARGUMENT (no kernel of that name). */
+OPS_API ops_status ops_handle_pin_kernel(ops_handle handle, const char *kernel_name);
+
+/* ---- profiling ------------------------------------------------------------------------ */
+
+/* One record per op call that ran a kernel (see ops_handle_set_profiler). */
+typedef struct ops_profile_record {
+  uint32_t struct_size;
+  int32_t op;              /* ops_op */
+  const char *op_name;
+  int32_t kernel_id;
+  const char *kernel_name;
+  ops_device device;
+  int32_t grid[3];         /* 0 on the CPU */
+  int32_t block[3];
+  int32_t smem_bytes;
+  int32_t plan_cache_hit;  /* 1: the kernel choice came from the plan cache */
+  double time_us;          /* device time between CUDA events around the launch; host time on the CPU */
+  double bytes;            /* the op's minimal bytes, as the op counts them */
+  double flops;
+  double gbps;             /* bytes / time */
+  double tflops;           /* flops / time */
+  const char *problem;     /* the call as the dispatcher sees it (valid during the callback) */
+} ops_profile_record;
+
+typedef void (*ops_profile_fn)(const ops_profile_record *record, void *user);
+
+/* Calls fn once per op call that runs a kernel, with its device time. On CUDA the time
+ * comes from events recorded around the launch; records are delivered when the events
+ * have completed (checked, without waiting, at later op calls on the handle, and waited
+ * for by ops_handle_flush_profiler and ops_handle_destroy), so profiling never makes an op
+ * synchronize the host. fn == NULL turns profiling off. OPSLIB_PROFILE=<file> at handle
+ * creation installs a profiler that appends one JSON object per line to <file>.
+ * Each launch is also named by an NVTX range (the kernel's name) for Nsight.
+ * Errors: OPS_ERR_NULL_POINTER (handle), OPS_ERR_CUDA. */
+OPS_API ops_status ops_handle_set_profiler(ops_handle handle, ops_profile_fn fn, void *user);
+
+/* Delivers every pending profile record, waiting for their events. */
+OPS_API ops_status ops_handle_flush_profiler(ops_handle handle);
+
 #ifdef __cplusplus
 }
 #endif

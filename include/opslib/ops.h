@@ -50,7 +50,9 @@ typedef enum ops_op {
   OPS_OP_SIN_AFFINE = 6,
   OPS_OP_UNARY = 7,
   OPS_OP_BINARY = 8,
-  OPS_OP_REDUCE = 9
+  OPS_OP_REDUCE = 9,
+  OPS_OP_SCALE = 10,
+  OPS_OP_EW_CHAIN = 11 /* a fused chain of elementwise ops; reached through ops_fuse plans */
 } ops_op;
 
 /* Pointwise functions: ops_unary, and the activation of a GEMM epilogue. Stable values. */
@@ -277,6 +279,20 @@ OPS_API ops_status ops_binary(ops_handle handle, const ops_binary_params *params
 OPS_API ops_status ops_binary_workspace_size(ops_handle handle, const ops_binary_params *params,
                                              const ops_tensor *a, const ops_tensor *b,
                                              const ops_tensor *y, size_t *bytes);
+
+typedef struct ops_scale_params {
+  uint32_t struct_size;
+  float alpha; /* default 1; must be finite */
+} ops_scale_params;
+
+OPS_API void ops_scale_params_init(ops_scale_params *params);
+
+/* y = alpha * x. */
+OPS_API ops_status ops_scale(ops_handle handle, const ops_scale_params *params, const ops_tensor *x,
+                             const ops_tensor *y, void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_scale_workspace_size(ops_handle handle, const ops_scale_params *params,
+                                            const ops_tensor *x, const ops_tensor *y, size_t *bytes);
 
 /* ------------------------------------------------------------------------------------ */
 /* Reductions                                                                            */

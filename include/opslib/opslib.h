@@ -7,6 +7,7 @@
  *   handle.h   handle, stream, math mode, determinism, device properties
  *   ops.h      the operator catalog
  *   explain.h  why a kernel is chosen: verdicts per candidate, as text or JSON
+ *   fusion.h   declarative fusion of short op chains into plans
  * opslib/dlpack.h (not included here: it needs <dlpack/dlpack.h>) converts DLTensors.
  */
 #ifndef OPSLIB_OPSLIB_H_
@@ -18,5 +19,6 @@
 #include "opslib/handle.h"
 #include "opslib/ops.h"
 #include "opslib/explain.h"
+#include "opslib/fusion.h"
 
 #endif /* OPSLIB_OPSLIB_H_ */

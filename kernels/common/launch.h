@@ -47,6 +47,8 @@ typedef struct opsi_problem {
   uint32_t flags;        /* OPSI_F_* */
   int32_t align;         /* largest power of two (<= 16) dividing every data pointer in bytes */
   int64_t dims[8];       /* op-specific shape signature: the OPSI_DIM_* indices below */
+  int64_t extra[2];      /* op-specific values that change the cost, not eligibility
+                            (SDPA: window_left, window_right; -1 unbounded) */
 } opsi_problem;
 
 /* Which dims[] entry holds what, per op. */
@@ -56,11 +58,19 @@ enum { OPSI_ROWS_ROWS, OPSI_ROWS_COLS };          /* layernorm, rmsnorm, softmax
 enum { OPSI_EW_NUMEL, OPSI_EW_NDIM, OPSI_EW_INPUTS }; /* sin_affine, unary, binary */
 enum { OPSI_REDUCE_OUT, OPSI_REDUCE_INNER, OPSI_REDUCE_NDIM };
 
+/* What a CUDA launcher reports of its launch (for the profiler); CPU launchers leave 0. */
+typedef struct opsi_launch_info {
+  int32_t grid[3];
+  int32_t block[3];
+  int32_t smem_bytes;
+} opsi_launch_info;
+
 typedef struct opsi_launch {
   ops_handle handle;
   void *stream; /* cudaStream_t */
   void *workspace;
   size_t workspace_bytes;
+  opsi_launch_info *info; /* filled by the launcher */
 } opsi_launch;
 
 typedef ops_status (*opsi_launch_fn)(const opsi_launch *ctx, const void *args);

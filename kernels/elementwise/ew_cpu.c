@@ -40,6 +40,9 @@ ops_status opsi_elementwise_cpu(const opsi_launch *ctx, const void *argp) {
       case OPSI_EW_UNARY:
         r = opsi_act_apply(e->fn, v[0]);
         break;
+      case OPSI_EW_SCALE:
+        r = e->a * v[0];
+        break;
       default:
         r = opsi_binary_apply(e->fn, v[0], v[1]);
         break;

@@ -1,0 +1,95 @@
+/* Each op's minimal work: the bytes it must move through device memory (every input read
+ * once, every output written once) and its floating-point operations. */
+#include <stdint.h>
+
+#include "dispatch/cost.h"
+#include "opslib/ops.h"
+
+static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+/* sum_{i=0}^{n-1} clamp(c + i, lo, hi), in O(1). */
+static double sum_clamp(int64_t c, int64_t n, int64_t lo, int64_t hi) {
+  if (n <= 0) return 0.0;
+  const int64_t first = c, last = c + n - 1;
+  double total = 0.0;
+  /* below lo */
+  const int64_t below = clamp64(lo - first, 0, n);
+  total += (double)below * (double)lo;
+  /* above hi */
+  const int64_t above = clamp64(last - hi, 0, n - below);
+  total += (double)above * (double)hi;
+  /* in between: an arithmetic series from first + below to last - above */
+  const int64_t mid = n - below - above;
+  if (mid > 0) {
+    const double a = (double)(first + below), b = (double)(last - above);
+    total += (a + b) * (double)mid / 2.0;
+  }
+  return total;
+}
+
+/* (query, key) pairs that attention computes per batch and head: key j is visible to query
+ * i when i + d - left <= j <= i + d + right, d = sk - sq (bottom-right aligned). */
+static double visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right) {
+  const int64_t d = sk - sq;
+  const int64_t big = INT64_MAX / 4;
+  const int64_t r = right < 0 ? big : right, l = left < 0 ? big : left;
+  /* upper bound of row i: clamp(i + d + r + 1, 0, sk); lower: clamp(i + d - l, 0, sk) */
+  const double hi = sum_clamp(clamp64(d + r + 1, -big, big), sq, 0, sk);
+  const double lo = sum_clamp(clamp64(d - l, -big, big), sq, 0, sk);
+  return hi - lo;
+}
+
+void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
+  const double in = (double)ops_dtype_size((ops_dtype)p->dtype);
+  const double out = (double)ops_dtype_size((ops_dtype)p->out_dtype);
+  const int64_t *d = p->dims;
+  double b = 0.0, f = 0.0;
+  switch (p->op) {
+    case OPS_OP_SDPA: {
+      const double bh = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HQ];
+      const double bhk = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV];
+      const double sq = (double)d[OPSI_SDPA_SQ], sk = (double)d[OPSI_SDPA_SK];
+      const double pairs = visible_pairs(d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], p->extra[0], p->extra[1]);
+      f = 2.0 * bh * pairs * (double)(d[OPSI_SDPA_D] + d[OPSI_SDPA_DV]);
+      b = in * (bh * sq * (double)d[OPSI_SDPA_D] + bhk * sk * (double)(d[OPSI_SDPA_D] + d[OPSI_SDPA_DV])) +
+          out * bh * sq * (double)d[OPSI_SDPA_DV];
+      if (p->flags & OPSI_F_LSE) b += 4.0 * bh * sq;
+      break;
+    }
+    case OPS_OP_GEMM: {
+      const double batch = (double)d[OPSI_GEMM_BATCH], m = (double)d[OPSI_GEMM_M], n = (double)d[OPSI_GEMM_N],
+                   k = (double)d[OPSI_GEMM_K];
+      f = 2.0 * batch * m * n * k;
+      double mn_passes = 1.0 + ((p->flags & OPSI_F_BETA_C) ? 1.0 : 0.0) + ((p->flags & OPSI_F_RESIDUAL) ? 1.0 : 0.0);
+      b = in * batch * (m * k + k * n) + out * batch * m * n * mn_passes;
+      if (p->flags & OPSI_F_BIAS) b += out * n;
+      break;
+    }
+    case OPS_OP_LAYERNORM:
+    case OPS_OP_RMSNORM:
+    case OPS_OP_SOFTMAX: {
+      const double n = (double)d[OPSI_ROWS_ROWS] * (double)d[OPSI_ROWS_COLS];
+      double passes = 2.0;
+      if (p->flags & OPSI_F_RESIDUAL) passes += 1.0;
+      if (p->flags & OPSI_F_RESIDUAL_OUT) passes += 1.0;
+      b = in * n * passes + 4.0 * (double)d[OPSI_ROWS_COLS];
+      if (p->flags & OPSI_F_STATS_OUT) b += 8.0 * (double)d[OPSI_ROWS_ROWS];
+      f = (p->op == OPS_OP_SOFTMAX ? 4.0 : 7.0) * n;
+      break;
+    }
+    case OPS_OP_REDUCE: {
+      const double n = (double)d[OPSI_REDUCE_OUT] * (double)d[OPSI_REDUCE_INNER];
+      b = in * n + out * (double)d[OPSI_REDUCE_OUT];
+      f = n;
+      break;
+    }
+    default: { /* elementwise: every input at most the output's size, one output */
+      const double n = (double)d[OPSI_EW_NUMEL];
+      b = out * n * (1.0 + (double)d[OPSI_EW_INPUTS]);
+      f = 8.0 * n;
+      break;
+    }
+  }
+  *bytes = b;
+  *flops = f;
+}

@@ -41,8 +41,8 @@ static ops_status check_cu_seqlens(const opsi_vctx *v, const char *arg, const op
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->%s: expected >= 0, got %d", v->fn,
                      max_arg, (int)max_seqlen);
   }
-  if (cu->device.type != OPS_DEVICE_CPU || v->mode == OPSI_EXPLAIN) {
-    return OPS_OK; /* contents unreadable: on a GPU (no sync allowed) or not yet allocated */
+  if (cu->device.type != OPS_DEVICE_CPU || v->mode != OPSI_RUN) {
+    return OPS_OK; /* contents unreadable: on a GPU (no sync allowed), or a query (no data yet) */
   }
   const int32_t *c = (const int32_t *)cu->data;
   const int64_t s = cu->strides[0];

@@ -81,7 +81,7 @@ ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tens
                      v->fn, arg, opsi_format_device(hd, a, sizeof a),
                      opsi_format_device(t->device, b, sizeof b));
   }
-  if (n > 0 && t->data == NULL && v->mode != OPSI_EXPLAIN) {
+  if (n > 0 && t->data == NULL && v->mode == OPSI_RUN) {
     return opsi_fail(OPS_ERR_NULL_POINTER,
                      "%s: %s: data: expected a pointer to %lld elements, got NULL", v->fn, arg,
                      (long long)n);
@@ -185,8 +185,8 @@ ops_status opsi_broadcast_to(const opsi_vctx *v, const char *arg, const ops_tens
 }
 
 ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n) {
-  if (v->mode == OPSI_EXPLAIN) {
-    return OPS_OK;
+  if (v->mode != OPSI_RUN) {
+    return OPS_OK; /* queries read descriptors only; the pointers may all be NULL */
   }
   for (int i = 0; i < n; ++i) {
     const opsi_operand *o = &ops[i];

@@ -39,8 +39,8 @@ ops_status opsi_read_params(const opsi_vctx *v, const char *type, const void *pa
 
 /* A well-formed descriptor on the handle's device: struct_size, known dtype, ndim 0..8,
  * non-negative extents whose count and byte span fit in int64, data not NULL when there
- * are elements (not checked when explaining), data aligned to the element size. *numel
- * receives the element count. */
+ * are elements (only checked when running: queries read descriptors), data aligned to the
+ * element size. *numel receives the element count. */
 ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tensor *t,
                              int64_t *numel);
 
@@ -76,8 +76,8 @@ typedef struct opsi_operand {
 } opsi_operand;
 
 /* No output overlaps itself, an input, or another output, except an output that is the
- * same view as one of its in_place_of inputs. (Not checked when explaining: the data
- * pointers may all be NULL.) */
+ * same view as one of its in_place_of inputs. (Only checked when running: in queries the
+ * data pointers may all be NULL.) */
 ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n);
 
 /* The caller's workspace holds `needed` bytes and is 16-byte aligned. */

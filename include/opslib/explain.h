@@ -102,6 +102,39 @@ OPS_API ops_status ops_scale_explain(ops_handle handle, const ops_scale_params *
 OPS_API ops_status ops_reduce_explain(ops_handle handle, const ops_reduce_params *params,
                                       const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 
+/* ---- the kernel catalog --------------------------------------------------------------- */
+
+/* One pre-instantiated kernel and its capability metadata, as the dispatcher reads it. */
+typedef struct ops_kernel_info {
+  uint32_t struct_size;       /* set by the caller to sizeof(ops_kernel_info) */
+  int32_t kernel_id;          /* stable */
+  const char *name;           /* stable, unique */
+  int32_t op;                 /* ops_op */
+  int32_t backend;            /* ops_device_type */
+  int32_t sm_min, sm_max;     /* SM range (CUDA) */
+  uint32_t dtypes;            /* bit (1u << ops_dtype) per input dtype */
+  uint32_t out_dtypes;        /* likewise for outputs */
+  char features[160];         /* the call features it implements: "causal, window, gqa, ..." */
+  char fuses[160];            /* the prologues / epilogues it absorbs */
+  char limits[192];           /* shape limits and alignment, in words */
+  char roles[192];            /* warp roles: "producer x4 (TMA loads of K, V); consumer x8 (...)" */
+  int32_t stages;             /* async pipeline stages */
+  const char *smem_layout;
+  int32_t smem_bytes;
+  int32_t threads;            /* per block */
+  int32_t deterministic;
+  const char *reduction_order;
+  const char *workspace_formula;
+  const char *unit;           /* the unit bounding its arithmetic: "cpu", "ffma", "wgmma_f16", ... */
+  double efficiency;          /* fraction of peak the cost model assumes */
+  const char *tests;          /* the test targets that exercise it */
+} ops_kernel_info;
+
+/* Number of kernels in this build; ops_kernel_info_at(i) for i in 0..count-1. */
+OPS_API int ops_kernel_count(void);
+OPS_API ops_status ops_kernel_info_at(int index, ops_kernel_info *out);
+OPS_API ops_status ops_kernel_info_by_name(const char *name, ops_kernel_info *out);
+
 /* Renders e as text (one line per candidate) or as one JSON object into buf, truncated to
  * n bytes (always NUL-terminated when n > 0). Returns the length the whole rendering needs,
  * snprintf-style. */

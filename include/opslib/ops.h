@@ -15,7 +15,10 @@
  *    need more, which the dispatcher takes into account when it chooses one.
  *  - workspace: scratch memory on the handle's device, at least the bytes that
  *    ops_X_workspace_size() reports for the same operands, 16-byte aligned; NULL when that
- *    size is 0. Too little gives OPS_ERR_WORKSPACE_TOO_SMALL.
+ *    size is 0. Too little gives OPS_ERR_WORKSPACE_TOO_SMALL. The size query (like
+ *    ops_X_explain) reads descriptors only: data may be NULL, which counts as 16-byte
+ *    aligned, so it can be asked before the tensors are allocated; pass the real pointers
+ *    when they may be less aligned, since alignment can change the kernel and its workspace.
  *  - Outputs must not overlap inputs or each other, except where an op says "in place":
  *    then the output may be the very same view (same data, shape and strides) as the input.
  *  - Checking happens before anything runs: a failing call writes nothing, returns a

@@ -16,6 +16,7 @@
 
 #include "opslib/fusion.h"
 #include "opslib/opslib.h"
+#include "tests/support/coverage.h"
 #include "tests/support/opst.h"
 
 static ops_handle g_h;
@@ -425,10 +426,17 @@ static void bad_chains_are_rejected(void **state) {
   assert_int_equal(ops_fuse(g_h, NULL, 1, 0, &plan), OPS_ERR_NULL_POINTER);
 }
 
+/* Last: the elementwise-chain kernel exercised every feature its row claims. */
+static void claimed_features_are_exercised(void **state) {
+  (void)state;
+  opst_coverage_check("//tests/dispatch:fusion_test");
+}
+
 static int setup(void **state) {
   (void)state;
   g_h = opst_cpu_handle();
   opst_rng_init(&g_rng, opst_seed("fusion"));
+  opst_coverage_start(g_h);
   return 0;
 }
 
@@ -446,6 +454,7 @@ int main(void) {
       cmocka_unit_test(attention_chain_becomes_sdpa),
       cmocka_unit_test(random_chains_equal_unfused),
       cmocka_unit_test(bad_chains_are_rejected),
+      cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("fusion", tests, setup, teardown);
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "opslib/opslib.h"
+#include "tests/support/coverage.h"
 #include "tests/support/opst.h"
 
 static ops_handle g_h;
@@ -119,14 +120,14 @@ static void random_case(int iter) {
   opst_rng *r = &g_rng;
   static const int32_t dtypes[3] = {OPS_DTYPE_F32, OPS_DTYPE_F16, OPS_DTYPE_BF16};
   const int32_t dt = dtypes[opst_int(r, 0, 2)];
-  const int kind = (int)opst_int(r, 0, 2); /* sin_affine, unary, binary */
+  const int kind = (int)opst_int(r, 0, 3); /* sin_affine, unary, binary, scale */
   const int ndim = (int)opst_int(r, 0, 5);
   int64_t ys[OPS_MAX_DIMS];
   for (int i = 0; i < ndim; ++i) ys[i] = opst_int(r, opst_chance(r, 0.03) ? 0 : 1, 5);
   opst_tensor in[3], y;
   int has[3] = {0, 0, 0};
   int64_t s[OPS_MAX_DIMS];
-  const int nin = kind == 1 ? 1 : kind == 2 ? 2 : 1 + (int)opst_int(r, 0, 2);
+  const int nin = kind == 1 || kind == 3 ? 1 : kind == 2 ? 2 : 1 + (int)opst_int(r, 0, 2);
   for (int i = 0; i < nin; ++i) {
     int k = i;
     if (kind == 0 && i > 0) k = nin == 2 ? (int)opst_int(r, 1, 2) : i; /* a and/or b as tensors */
@@ -166,6 +167,8 @@ static void random_case(int iter) {
       ref[e] = sin(av * x0 + bv);
     } else if (kind == 1) {
       ref[e] = fn_value(fn, x0);
+    } else if (kind == 3) {
+      ref[e] = (double)(float)a * x0;
     } else {
       ref[e] = op_value(fn, x0, at_bcast(&in[1], ndim, idx));
     }
@@ -185,6 +188,11 @@ static void random_case(int iter) {
     ops_unary_params_init(&p);
     p.fn = fn;
     st = ops_unary(g_h, &p, &in[0].t, &y.t, NULL, 0);
+  } else if (kind == 3) {
+    ops_scale_params p;
+    ops_scale_params_init(&p);
+    p.alpha = (float)a;
+    st = ops_scale(g_h, &p, &in[0].t, &y.t, NULL, 0);
   } else {
     ops_binary_params p;
     ops_binary_params_init(&p);
@@ -211,10 +219,17 @@ static void random_problems(void **state) {
   for (int i = 0; i < 300; ++i) random_case(i);
 }
 
+/* Last: every feature the capability rows of this test's kernels claim was exercised. */
+static void claimed_features_are_exercised(void **state) {
+  (void)state;
+  opst_coverage_check("//tests/kernels:elementwise_test");
+}
+
 static int setup(void **state) {
   (void)state;
   g_h = opst_cpu_handle();
   opst_rng_init(&g_rng, opst_seed("elementwise"));
+  opst_coverage_start(g_h);
   return 0;
 }
 
@@ -228,6 +243,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(golden_values),
       cmocka_unit_test(random_problems),
+      cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("elementwise_cpu", tests, setup, teardown);
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "opslib/opslib.h"
+#include "tests/support/coverage.h"
 #include "tests/support/opst.h"
 
 static ops_handle g_h;
@@ -213,10 +214,17 @@ static void random_problems(void **state) {
   for (int i = 0; i < 200; ++i) random_case(i);
 }
 
+/* Last: every feature the capability rows of this test's kernels claim was exercised. */
+static void claimed_features_are_exercised(void **state) {
+  (void)state;
+  opst_coverage_check("//tests/kernels:gemm_test");
+}
+
 static int setup(void **state) {
   (void)state;
   g_h = opst_cpu_handle();
   opst_rng_init(&g_rng, opst_seed("gemm"));
+  opst_coverage_start(g_h);
   return 0;
 }
 
@@ -230,6 +238,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(golden_small_product_with_epilogues),
       cmocka_unit_test(random_problems),
+      cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("gemm_cpu", tests, setup, teardown);
 }

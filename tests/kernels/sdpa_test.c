@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "opslib/opslib.h"
+#include "tests/support/coverage.h"
 #include "tests/support/opst.h"
 
 static ops_handle g_h;
@@ -348,10 +349,17 @@ static void zero_size_calls_are_no_ops(void **state) {
   OPST_OK(ops_sdpa(g_h, NULL, &q, &k, &k, &o, NULL, NULL, 0));
 }
 
+/* Last: every feature the capability rows of this test's kernels claim was exercised. */
+static void claimed_features_are_exercised(void **state) {
+  (void)state;
+  opst_coverage_check("//tests/kernels:sdpa_test");
+}
+
 static int setup(void **state) {
   (void)state;
   g_h = opst_cpu_handle();
   opst_rng_init(&g_rng, opst_seed("sdpa"));
+  opst_coverage_start(g_h);
   return 0;
 }
 
@@ -369,6 +377,7 @@ int main(void) {
       cmocka_unit_test(random_varlen_problems),
       cmocka_unit_test(bhsd_layout_through_strides),
       cmocka_unit_test(zero_size_calls_are_no_ops),
+      cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("sdpa_cpu", tests, setup, teardown);
 }

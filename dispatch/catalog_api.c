@@ -1,0 +1,108 @@
+/* The public view of the capability rows (ops_kernel_info). */
+#include <stdio.h>
+#include <string.h>
+
+#include "capabilities/rows.h"
+#include "dispatch/rules.h"
+#include "opslib/explain.h"
+#include "runtime/error.h"
+
+static const char *unit_name(int32_t unit) {
+  static const char *const names[OPSI_UNIT_COUNT] = {"cpu", "ffma", "mma_f16", "mma_tf32", "wgmma_f16", "wgmma_tf32"};
+  return unit >= 0 && unit < OPSI_UNIT_COUNT ? names[unit] : "unknown";
+}
+
+static void describe_limits(const opsi_kernel_row *r, char *buf, size_t n) {
+  size_t used = (size_t)snprintf(buf, n, "align %d B", r->align);
+  for (int i = 0; i < 8 && used < n; ++i) {
+    if (r->dim_min[i] <= 0 && r->dim_max[i] <= 0 && r->dim_multiple[i] <= 1) continue;
+    used += (size_t)snprintf(buf + used, n - used, "; %s", opsi_dim_name(r->op, i));
+    if (r->dim_min[i] > 0 && used < n) used += (size_t)snprintf(buf + used, n - used, " >= %lld", (long long)r->dim_min[i]);
+    if (r->dim_max[i] > 0 && used < n) used += (size_t)snprintf(buf + used, n - used, " <= %lld", (long long)r->dim_max[i]);
+    if (r->dim_multiple[i] > 1 && used < n) {
+      used += (size_t)snprintf(buf + used, n - used, " multiple of %lld", (long long)r->dim_multiple[i]);
+    }
+  }
+  if (r->requires_tf32 && used < n) snprintf(buf + used, n - used, "; needs OPS_MATH_ALLOW_TF32");
+}
+
+static void describe_roles(const opsi_kernel_row *r, char *buf, size_t n) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < OPSI_MAX_ROLES && r->roles[i].name != NULL && used < n; ++i) {
+    used += (size_t)snprintf(buf + used, n - used, "%s%s x%d warps (%s)", i ? "; " : "", r->roles[i].name,
+                             r->roles[i].warps, r->roles[i].work);
+  }
+  if (used == 0) snprintf(buf, n, "none (host code)");
+}
+
+static void fill(const opsi_kernel_row *r, ops_kernel_info *out) {
+  const uint32_t size = out->struct_size;
+  memset(out, 0, sizeof *out);
+  out->struct_size = size;
+  out->kernel_id = r->id;
+  out->name = r->name;
+  out->op = r->op;
+  out->backend = r->backend;
+  out->sm_min = r->sm_min;
+  out->sm_max = r->sm_max;
+  out->dtypes = r->dtypes;
+  out->out_dtypes = r->out_dtypes;
+  opsi_flag_names(r->flags, out->features, sizeof out->features);
+  opsi_flag_names(r->fuses, out->fuses, sizeof out->fuses);
+  describe_limits(r, out->limits, sizeof out->limits);
+  describe_roles(r, out->roles, sizeof out->roles);
+  out->stages = r->stages;
+  out->smem_layout = r->smem_layout;
+  out->smem_bytes = r->smem_bytes;
+  out->threads = r->threads;
+  out->deterministic = r->deterministic;
+  out->reduction_order = r->reduction_order;
+  out->workspace_formula = r->workspace_formula;
+  out->unit = unit_name(r->unit);
+  out->efficiency = r->efficiency;
+  out->tests = r->tests;
+}
+
+static ops_status check_out(const char *fn, const ops_kernel_info *out) {
+  if (out == NULL) return opsi_fail(OPS_ERR_NULL_POINTER, "%s: out is NULL", fn);
+  if (out->struct_size != sizeof(ops_kernel_info)) {
+    return opsi_fail(OPS_ERR_STRUCT_SIZE, "%s: out->struct_size: expected %zu, got %u", fn, sizeof(ops_kernel_info),
+                     (unsigned)out->struct_size);
+  }
+  return OPS_OK;
+}
+
+int ops_kernel_count(void) {
+  size_t n = 0;
+  opsi_all_rows(&n);
+  return (int)n;
+}
+
+ops_status ops_kernel_info_at(int index, ops_kernel_info *out) {
+  opsi_clear_error();
+  OPSI_TRY(check_out("ops_kernel_info_at", out));
+  size_t n = 0;
+  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
+  if (index < 0 || (size_t)index >= n) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_kernel_info_at: index: expected 0..%d, got %d", (int)n - 1, index);
+  }
+  fill(rows[index], out);
+  return OPS_OK;
+}
+
+ops_status ops_kernel_info_by_name(const char *name, ops_kernel_info *out) {
+  opsi_clear_error();
+  OPSI_TRY(check_out("ops_kernel_info_by_name", out));
+  if (name == NULL) return opsi_fail(OPS_ERR_NULL_POINTER, "ops_kernel_info_by_name: name is NULL");
+  size_t n = 0;
+  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(rows[i]->name, name) == 0) {
+      fill(rows[i], out);
+      return OPS_OK;
+    }
+  }
+  return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_kernel_info_by_name: name: expected a kernel of this build, got '%s'",
+                   name);
+}

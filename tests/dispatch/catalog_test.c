@@ -1,0 +1,139 @@
+/*
+ * The capability tables are consistent: unique ids and names, ids that encode their op,
+ * a CPU reference for every op, shared memory within the limit of every SM family in a
+ * CUDA row's range, warp roles that add up to the block, and the metadata explain prints.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "capabilities/machines.h"
+#include "capabilities/rows.h"
+#include "opslib/opslib.h"
+#include "tests/support/opst.h"
+
+static void rows_are_consistent(void **state) {
+  (void)state;
+  size_t n = 0;
+  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
+  assert_true(n >= 11);
+  assert_int_equal((int)n, ops_kernel_count());
+  int machines_n = 0;
+  const opsi_machine *machines = opsi_machines(&machines_n);
+  for (size_t i = 0; i < n; ++i) {
+    const opsi_kernel_row *r = rows[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (rows[j]->id == r->id || strcmp(rows[j]->name, r->name) == 0) {
+        print_error("rows %s and %s share an id or a name\n", rows[j]->name, r->name);
+        fail();
+      }
+    }
+    assert_int_equal(r->id / 100, r->op); /* ids are op * 100 + n */
+    assert_true(strlen(r->name) > 0 && strlen(r->name) < 64);
+    assert_non_null(r->launch);
+    assert_true(r->dtypes != 0 && r->out_dtypes != 0);
+    assert_true(r->align >= 1 && (r->align & (r->align - 1)) == 0);
+    assert_non_null(r->reduction_order);
+    assert_non_null(r->workspace_formula);
+    assert_non_null(r->smem_layout);
+    assert_true(r->tests != NULL && strncmp(r->tests, "//tests/", 8) == 0);
+    assert_true(r->efficiency > 0.0f && r->efficiency <= 1.0f);
+    if (r->backend == OPS_DEVICE_CPU) {
+      assert_int_equal(r->threads, 0);
+      assert_int_equal(r->smem_bytes, 0);
+      continue;
+    }
+    assert_int_equal(r->backend, OPS_DEVICE_CUDA);
+    assert_true(r->sm_min >= 80 && r->sm_min <= r->sm_max);
+    int warps = 0;
+    for (int k = 0; k < OPSI_MAX_ROLES && r->roles[k].name != NULL; ++k) warps += r->roles[k].warps;
+    assert_int_equal(warps * 32, r->threads);
+    for (int m = 0; m < machines_n; ++m) {
+      const opsi_machine *f = &machines[m];
+      if (f->backend != OPS_DEVICE_CUDA || f->sm_max < r->sm_min || f->sm_min > r->sm_max) continue;
+      if (r->smem_bytes > f->smem_per_block_optin) {
+        print_error("%s needs %d B of shared memory; %s allows %lld\n", r->name, r->smem_bytes, f->name,
+                    (long long)f->smem_per_block_optin);
+        fail();
+      }
+    }
+  }
+}
+
+static void every_op_has_a_cpu_reference(void **state) {
+  (void)state;
+  for (int op = 1; op <= ops_op_count(); ++op) {
+    size_t n = 0;
+    const opsi_kernel_row *rows = opsi_rows_for_op(op, &n);
+    int cpu = 0;
+    for (size_t i = 0; i < n; ++i) cpu += rows[i].backend == OPS_DEVICE_CPU;
+    if (cpu != 1) {
+      print_error("op %s has %d CPU reference rows\n", ops_op_name((ops_op)op), cpu);
+      fail();
+    }
+    assert_int_equal(ops_op_from_name(ops_op_name((ops_op)op)), op);
+  }
+  assert_string_equal(ops_op_name((ops_op)0), "unknown");
+  assert_int_equal(ops_op_from_name("no_such_op"), 0);
+  size_t n = 7;
+  assert_null(opsi_rows_for_op(999, &n));
+  assert_int_equal(n, 0);
+}
+
+static void public_catalog_matches_the_rows(void **state) {
+  (void)state;
+  ops_kernel_info info;
+  info.struct_size = sizeof info;
+  OPST_OK(ops_kernel_info_by_name("cpu_sdpa_ref", &info));
+  assert_int_equal(info.kernel_id, 100);
+  assert_int_equal(info.op, OPS_OP_SDPA);
+  assert_string_equal(info.features, "causal, window, gqa, varlen, lse, mask, strided, dv_ne_d");
+  assert_string_equal(info.unit, "cpu");
+  assert_string_equal(info.roles, "none (host code)");
+  assert_non_null(strstr(info.workspace_formula, "max_seqlen_k"));
+  for (int i = 0; i < ops_kernel_count(); ++i) {
+    ops_kernel_info k;
+    k.struct_size = sizeof k;
+    OPST_OK(ops_kernel_info_at(i, &k));
+    ops_kernel_info again;
+    again.struct_size = sizeof again;
+    OPST_OK(ops_kernel_info_by_name(k.name, &again));
+    assert_int_equal(again.kernel_id, k.kernel_id);
+  }
+  assert_int_equal(ops_kernel_info_at(ops_kernel_count(), &info), OPS_ERR_INVALID_ARGUMENT);
+  assert_int_equal(ops_kernel_info_by_name("nope", &info), OPS_ERR_INVALID_ARGUMENT);
+  info.struct_size = 1;
+  assert_int_equal(ops_kernel_info_at(0, &info), OPS_ERR_STRUCT_SIZE);
+}
+
+static void machine_models_are_sane(void **state) {
+  (void)state;
+  int n = 0;
+  const opsi_machine *m = opsi_machines(&n);
+  for (int i = 0; i < n; ++i) {
+    assert_true(m[i].mem_gbps > 0 && m[i].launch_us >= 0);
+    assert_non_null(m[i].source);
+    if (m[i].backend == OPS_DEVICE_CUDA) {
+      assert_true(m[i].tflops[OPSI_UNIT_FFMA] > 0 && m[i].tflops[OPSI_UNIT_MMA_F16] > 0);
+      assert_true(m[i].ref_sm_count > 0 && m[i].smem_per_block_optin > 0);
+    }
+  }
+  assert_int_equal(opsi_machine_for(OPS_DEVICE_CUDA, 90)->ref_sm, 90);
+  assert_int_equal(opsi_machine_for(OPS_DEVICE_CUDA, 100)->ref_sm, 90); /* newest family at or below */
+  assert_int_equal(opsi_machine_for(OPS_DEVICE_CUDA, 86)->ref_sm, 89);
+  assert_int_equal(opsi_machine_for(OPS_DEVICE_CUDA, 75)->ref_sm, 80); /* older than all: the oldest */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rows_are_consistent),
+      cmocka_unit_test(every_op_has_a_cpu_reference),
+      cmocka_unit_test(public_catalog_matches_the_rows),
+      cmocka_unit_test(machine_models_are_sane),
+  };
+  return cmocka_run_group_tests_name("catalog", tests, NULL, NULL);
+}

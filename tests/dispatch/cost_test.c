@@ -1,0 +1,151 @@
+/*
+ * The cost model: the work counts (attention's visible (query, key) pairs in closed form
+ * against a brute-force count, GEMM flops), and the estimate's terms (wave quantization
+ * and tile padding on a synthetic tiled row; memory- vs math-bound; ranking order).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "capabilities/rows.h"
+#include "dispatch/cost.h"
+#include "opslib/opslib.h"
+#include "tests/support/opst.h"
+
+static double brute_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right) {
+  double n = 0;
+  for (int64_t i = 0; i < sq; ++i) {
+    for (int64_t j = 0; j < sk; ++j) {
+      const int64_t rel = j - i - (sk - sq);
+      if ((left < 0 || -rel <= left) && (right < 0 || rel <= right)) n += 1;
+    }
+  }
+  return n;
+}
+
+static void attention_pairs_match_brute_force(void **state) {
+  (void)state;
+  opst_rng r;
+  opst_rng_init(&r, opst_seed("cost"));
+  for (int it = 0; it < 2000; ++it) {
+    opsi_problem p;
+    memset(&p, 0, sizeof p);
+    p.op = OPS_OP_SDPA;
+    p.dtype = p.out_dtype = OPS_DTYPE_BF16;
+    p.dims[OPSI_SDPA_B] = 1, p.dims[OPSI_SDPA_HQ] = 1, p.dims[OPSI_SDPA_HKV] = 1;
+    p.dims[OPSI_SDPA_D] = 1, p.dims[OPSI_SDPA_DV] = 1;
+    p.dims[OPSI_SDPA_SQ] = opst_int(&r, 0, 40);
+    p.dims[OPSI_SDPA_SK] = opst_int(&r, 0, 40);
+    p.extra[0] = opst_chance(&r, 0.5) ? -1 : opst_int(&r, 0, 20);
+    p.extra[1] = opst_chance(&r, 0.5) ? -1 : opst_int(&r, 0, 20);
+    double bytes, flops;
+    opsi_work(&p, &bytes, &flops);
+    const double want = brute_pairs(p.dims[OPSI_SDPA_SQ], p.dims[OPSI_SDPA_SK], p.extra[0], p.extra[1]);
+    if (flops != 4.0 * want) { /* 2 (D + Dv) flops per pair, D = Dv = 1 */
+      print_error("Sq=%lld Sk=%lld window=(%lld, %lld): %g pairs, want %g\n", (long long)p.dims[OPSI_SDPA_SQ],
+                  (long long)p.dims[OPSI_SDPA_SK], (long long)p.extra[0], (long long)p.extra[1], flops / 4, want);
+      fail();
+    }
+  }
+  /* At scale: causal 4096 x 4096 is half the square plus the diagonal. */
+  opsi_problem p;
+  memset(&p, 0, sizeof p);
+  p.op = OPS_OP_SDPA;
+  p.dtype = p.out_dtype = OPS_DTYPE_BF16;
+  const int64_t dims[7] = {2, 4096, 4096, 16, 4, 128, 128};
+  memcpy(p.dims, dims, sizeof dims);
+  p.extra[0] = -1, p.extra[1] = 0;
+  double bytes, flops;
+  opsi_work(&p, &bytes, &flops);
+  assert_true(flops == 2.0 * 2 * 16 * (4096.0 * 4097 / 2) * 256);
+  assert_true(bytes == 2.0 * (2 * 4096 * 16 * 128 * 2.0 + 2 * 4096 * 4 * 256.0));
+}
+
+static opsi_kernel_row tiled_row(void) {
+  opsi_kernel_row r;
+  memset(&r, 0, sizeof r);
+  r.name = "synthetic_gemm_128x128";
+  r.op = OPS_OP_GEMM;
+  r.backend = OPS_DEVICE_CUDA;
+  r.unit = OPSI_UNIT_WGMMA_F16;
+  r.efficiency = 0.8f;
+  r.bytes_factor = 1.0f;
+  r.tiling = (opsi_tiling){{OPSI_GEMM_M, OPSI_GEMM_N, OPSI_GEMM_K}, {128, 128, 64}, {1, 1, 0}, {OPSI_GEMM_BATCH, -1, -1}, 1};
+  return r;
+}
+
+static opsi_problem gemm(int64_t m, int64_t n, int64_t k) {
+  opsi_problem p;
+  memset(&p, 0, sizeof p);
+  p.op = OPS_OP_GEMM, p.backend = OPS_DEVICE_CUDA, p.sm = 90;
+  p.dtype = p.out_dtype = OPS_DTYPE_BF16;
+  p.dims[OPSI_GEMM_BATCH] = 1, p.dims[OPSI_GEMM_M] = m, p.dims[OPSI_GEMM_N] = n, p.dims[OPSI_GEMM_K] = k;
+  return p;
+}
+
+static void waves_and_padding(void **state) {
+  (void)state;
+  ops_device_info dev;
+  OPST_OK(ops_device_info_for_sm(90, &dev)); /* 132 SMs */
+  const opsi_kernel_row r = tiled_row();
+  opsi_cost c;
+  opsi_problem p = gemm(128 * 12, 128 * 11, 4096); /* 132 tiles: one full wave */
+  opsi_estimate(&p, &r, &dev, &c);
+  assert_true(fabs(c.wave_factor - 1.0) < 1e-12);
+  assert_true(fabs(c.pad_factor - 1.0) < 1e-12);
+  assert_true(c.flops == 2.0 * 1536 * 1408 * 4096);
+  p = gemm(128 * 12, 128 * 12, 4096); /* 144 tiles: a second, mostly empty wave */
+  opsi_estimate(&p, &r, &dev, &c);
+  assert_true(fabs(c.wave_factor - 264.0 / 144.0) < 1e-12);
+  p = gemm(1537, 1536, 4096); /* one row past a tile: padding */
+  opsi_estimate(&p, &r, &dev, &c);
+  assert_true(fabs(c.pad_factor - (13.0 * 128) / 1537.0) < 1e-12);
+  /* A large square GEMM is math-bound, a GEMV memory-bound. */
+  p = gemm(8192, 8192, 8192);
+  opsi_estimate(&p, &r, &dev, &c);
+  assert_true(c.math_us > c.mem_us);
+  assert_true(fabs(c.math_us - 2.0 * 8192 * 8192 * 8192 / (989.0 * 1e6 * 0.8)) < 1e-6 * c.math_us);
+  p = gemm(1, 14336, 4096);
+  opsi_estimate(&p, &r, &dev, &c);
+  assert_true(c.mem_us > c.math_us);
+  char text[256];
+  opsi_format_cost(&c, text, sizeof text);
+  assert_non_null(strstr(text, "memory"));
+  assert_non_null(strstr(text, "waves x"));
+}
+
+static void estimates_rank_sensibly(void **state) {
+  (void)state;
+  ops_device_info dev;
+  OPST_OK(ops_device_info_for_sm(90, &dev));
+  opsi_kernel_row wgmma = tiled_row(), mma = tiled_row(), cuda_cores = tiled_row();
+  mma.unit = OPSI_UNIT_MMA_F16;
+  cuda_cores.unit = OPSI_UNIT_FFMA;
+  const opsi_problem p = gemm(4096, 4096, 4096);
+  opsi_cost a, b, c;
+  opsi_estimate(&p, &wgmma, &dev, &a);
+  opsi_estimate(&p, &mma, &dev, &b);
+  opsi_estimate(&p, &cuda_cores, &dev, &c);
+  assert_true(a.us < b.us && b.us < c.us);
+  /* A unit the family lacks (wgmma before Hopper) can never win. */
+  ops_device_info a100;
+  OPST_OK(ops_device_info_for_sm(80, &a100));
+  opsi_problem p80 = p;
+  p80.sm = 80;
+  opsi_estimate(&p80, &wgmma, &a100, &a);
+  assert_true(isinf(a.us));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(attention_pairs_match_brute_force),
+      cmocka_unit_test(waves_and_padding),
+      cmocka_unit_test(estimates_rank_sensibly),
+  };
+  return cmocka_run_group_tests_name("cost", tests, NULL, NULL);
+}

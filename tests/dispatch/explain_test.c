@@ -1,0 +1,200 @@
+/*
+ * Explain, checked for a set of problems: on the CPU and on described sm_90 / sm_80
+ * devices, with data pointers NULL; text and JSON renderings; explain's choice is the
+ * kernel that runs (seen by the profiler); its own errors.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "opslib/opslib.h"
+#include "tests/support/json_check.h"
+#include "tests/support/opst.h"
+
+static ops_tensor desc(int32_t dtype, ops_device dev, int ndim, const int64_t *shape) {
+  ops_tensor t;
+  if (ops_tensor_init(&t, NULL, (ops_dtype)dtype, dev, ndim, shape, NULL) != OPS_OK) fail();
+  return t;
+}
+
+static ops_handle virtual_handle(int sm) {
+  ops_device_info info;
+  OPST_OK(ops_device_info_for_sm(sm, &info));
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create_virtual(&h, &info));
+  return h;
+}
+
+static void check_renderings(const ops_explain *e, const char *const *needles) {
+  char text[8192], json[8192];
+  const size_t tn = ops_explain_to_text(e, text, sizeof text);
+  const size_t jn = ops_explain_to_json(e, json, sizeof json);
+  assert_true(tn < sizeof text && jn < sizeof json);
+  if (!opst_json_valid(json)) {
+    print_error("invalid JSON: %s\n", json);
+    fail();
+  }
+  for (const char *const *n = needles; *n != NULL; ++n) {
+    if (strstr(text, *n) == NULL && strstr(json, *n) == NULL) {
+      print_error("explain lacks \"%s\":\n%s\n%s\n", *n, text, json);
+      fail();
+    }
+  }
+  /* Truncation reports the full length and stays NUL-terminated. */
+  char small[16];
+  assert_int_equal(ops_explain_to_text(e, small, sizeof small), tn);
+  assert_int_equal(strlen(small), sizeof small - 1);
+}
+
+static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
+  (void)state;
+  const int64_t qs[4] = {2, 4096, 16, 128}, ks[4] = {2, 4096, 4, 128};
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.causal = 1;
+  ops_explain e;
+  e.struct_size = sizeof e;
+
+  ops_handle cpu = opst_cpu_handle();
+  ops_tensor q = desc(OPS_DTYPE_BF16, ops_device_cpu(), 4, qs), k = desc(OPS_DTYPE_BF16, ops_device_cpu(), 4, ks);
+  OPST_OK(ops_sdpa_explain(cpu, &p, &q, &k, &k, &q, NULL, &e));
+  assert_int_equal(e.op, OPS_OP_SDPA);
+  assert_int_equal(e.count, 1);
+  assert_int_equal(e.chosen, 0);
+  assert_true(e.verdicts[0].est_us > 0);
+  check_renderings(&e, (const char *const[]){"sdpa bf16 -> bf16 on cpu: batch=2 seqlen_q=4096 seqlen_k=4096 heads_q=16 "
+                                             "heads_kv=4 head_dim=128 head_dim_v=128 window=(-1, 0) [causal, gqa]",
+                                             "chosen: cpu_sdpa_ref", "\"chosen\":\"cpu_sdpa_ref\"", "memory ",
+                                             NULL});
+  ops_handle_destroy(cpu);
+
+  for (int sm = 80; sm <= 90; sm += 10) {
+    ops_handle v = virtual_handle(sm);
+    ops_tensor gq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs), gk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks);
+    OPST_OK(ops_sdpa_explain(v, &p, &gq, &gk, &gk, &gq, NULL, &e));
+    assert_int_equal(e.chosen, -1); /* this build has no CUDA SDPA kernel yet */
+    assert_int_equal(e.verdicts[0].reason, OPS_REASON_BACKEND);
+    char on[32];
+    snprintf(on, sizeof on, "on cuda sm_%d:", sm);
+    check_renderings(&e, (const char *const[]){on, "backend", "runs on cpu, the handle's device is cuda",
+                                               "chosen: none", "\"chosen\":null", NULL});
+    /* A described device explains, never runs. */
+    size_t ws = 0;
+    assert_int_equal(ops_sdpa_workspace_size(v, &p, &gq, &gk, &gk, &gq, NULL, &ws), OPS_ERR_UNSUPPORTED);
+    ops_handle_destroy(v);
+  }
+}
+
+/* For each op: explain's choice is what the profiler sees run, on the same arguments. */
+static const char *g_ran;
+static void remember(const ops_profile_record *r, void *user) {
+  (void)user;
+  g_ran = r->kernel_name;
+}
+
+static void explain_names_the_kernel_that_runs(void **state) {
+  (void)state;
+  ops_handle h = opst_cpu_handle();
+  OPST_OK(ops_handle_set_profiler(h, remember, NULL));
+  float a[64], b[64], c[64];
+  for (int i = 0; i < 64; ++i) a[i] = (float)i / 64, b[i] = 1.0f - a[i];
+  const int64_t m8[2] = {8, 8}, v8[1] = {8};
+  ops_tensor ta, tb, tc, tw;
+  OPST_OK(ops_tensor_init(&ta, a, OPS_DTYPE_F32, ops_device_cpu(), 2, m8, NULL));
+  OPST_OK(ops_tensor_init(&tb, b, OPS_DTYPE_F32, ops_device_cpu(), 2, m8, NULL));
+  OPST_OK(ops_tensor_init(&tc, c, OPS_DTYPE_F32, ops_device_cpu(), 2, m8, NULL));
+  OPST_OK(ops_tensor_init(&tw, b, OPS_DTYPE_F32, ops_device_cpu(), 1, v8, NULL));
+  ops_explain e;
+  e.struct_size = sizeof e;
+  ops_reduce_params rp;
+  ops_reduce_params_init(&rp);
+  rp.axes = 1u << 1;
+  ops_tensor row;
+  OPST_OK(ops_tensor_init(&row, c, OPS_DTYPE_F32, ops_device_cpu(), 1, v8, NULL));
+#define SAME(explain_call, run_call)                                  \
+  do {                                                                \
+    OPST_OK(explain_call);                                            \
+    g_ran = NULL;                                                     \
+    OPST_OK(run_call);                                                \
+    assert_non_null(g_ran);                                           \
+    assert_string_equal(g_ran, e.verdicts[e.chosen].kernel_name);     \
+  } while (0)
+  SAME(ops_gemm_explain(h, NULL, &ta, &tb, &tc, &e), ops_gemm(h, NULL, &ta, &tb, &tc, NULL, 0));
+  SAME(ops_layernorm_explain(h, NULL, &ta, &tw, &tc, &e), ops_layernorm(h, NULL, &ta, &tw, &tc, NULL, 0));
+  SAME(ops_rmsnorm_explain(h, NULL, &ta, &tw, &tc, &e), ops_rmsnorm(h, NULL, &ta, &tw, &tc, NULL, 0));
+  SAME(ops_softmax_explain(h, NULL, &ta, &tc, &e), ops_softmax(h, NULL, &ta, &tc, NULL, 0));
+  SAME(ops_sin_affine_explain(h, NULL, &ta, &tc, &e), ops_sin_affine(h, NULL, &ta, &tc, NULL, 0));
+  SAME(ops_unary_explain(h, NULL, &ta, &tc, &e), ops_unary(h, NULL, &ta, &tc, NULL, 0));
+  SAME(ops_binary_explain(h, NULL, &ta, &tb, &tc, &e), ops_binary(h, NULL, &ta, &tb, &tc, NULL, 0));
+  SAME(ops_scale_explain(h, NULL, &ta, &tc, &e), ops_scale(h, NULL, &ta, &tc, NULL, 0));
+  SAME(ops_reduce_explain(h, &rp, &ta, &row, &e), ops_reduce(h, &rp, &ta, &row, NULL, 0));
+#undef SAME
+  ops_handle_destroy(h);
+}
+
+static void explain_reads_descriptors_only(void **state) {
+  (void)state;
+  ops_handle h = opst_cpu_handle();
+  const int64_t s[2] = {1000, 4096}, e0[2] = {0, 4096};
+  ops_tensor x = desc(OPS_DTYPE_F16, ops_device_cpu(), 2, s), empty = desc(OPS_DTYPE_F16, ops_device_cpu(), 2, e0);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  OPST_OK(ops_softmax_explain(h, NULL, &x, &x, &e)); /* NULL data: fine for explain */
+  assert_int_equal(e.empty, 0);
+  assert_int_equal(ops_softmax(h, NULL, &x, &x, NULL, 0), OPS_ERR_NULL_POINTER); /* not for running */
+  OPST_OK(ops_softmax_explain(h, NULL, &empty, &empty, &e));
+  assert_int_equal(e.empty, 1);
+  char text[2048];
+  ops_explain_to_text(&e, text, sizeof text);
+  assert_non_null(strstr(text, "nothing runs"));
+  /* explain's own errors */
+  assert_int_equal(ops_softmax_explain(h, NULL, &x, &x, NULL), OPS_ERR_NULL_POINTER);
+  e.struct_size = 8;
+  assert_int_equal(ops_softmax_explain(h, NULL, &x, &x, &e), OPS_ERR_STRUCT_SIZE);
+  assert_non_null(strstr(ops_last_error(), "out->struct_size"));
+  e.struct_size = sizeof e;
+  x.dtype = OPS_DTYPE_I32; /* the op's validation still applies */
+  assert_int_equal(ops_softmax_explain(h, NULL, &x, &x, &e), OPS_ERR_DTYPE_MISMATCH);
+  ops_handle_destroy(h);
+}
+
+static void virtual_handles_are_checked(void **state) {
+  (void)state;
+  ops_device_info info;
+  OPST_OK(ops_device_info_for_sm(90, &info));
+  assert_int_equal(info.sm_count, 132);
+  assert_int_equal(info.code_sm, 90);
+  ops_handle h = NULL;
+  info.sm_count = 0;
+  assert_int_equal(ops_handle_create_virtual(&h, &info), OPS_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(ops_last_error(), "sm_count 0"));
+  info.struct_size = 3;
+  assert_int_equal(ops_handle_create_virtual(&h, &info), OPS_ERR_STRUCT_SIZE);
+  assert_int_equal(ops_handle_create_virtual(&h, NULL), OPS_ERR_NULL_POINTER);
+  OPST_OK(ops_device_info_for_sm(0, &info));
+  OPST_OK(ops_handle_create_virtual(&h, &info)); /* a described CPU: explains, does not run */
+  float x[4] = {1, 2, 3, 4};
+  const int64_t s[1] = {4};
+  ops_tensor t;
+  OPST_OK(ops_tensor_init(&t, x, OPS_DTYPE_F32, ops_device_cpu(), 1, s, NULL));
+  assert_int_equal(ops_unary(h, NULL, &t, &t, NULL, 0), OPS_ERR_UNSUPPORTED_DEVICE);
+  assert_non_null(strstr(ops_last_error(), "ops_handle_create_virtual"));
+  assert_true(x[3] == 4.0f);
+  ops_handle_destroy(h);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
+      cmocka_unit_test(explain_names_the_kernel_that_runs),
+      cmocka_unit_test(explain_reads_descriptors_only),
+      cmocka_unit_test(virtual_handles_are_checked),
+  };
+  return cmocka_run_group_tests_name("explain", tests, NULL, NULL);
+}

@@ -1,0 +1,100 @@
+/* The feature coverage of coverage.h. */
+#include "tests/support/coverage.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define MAX_KERNELS 64
+#define MAX_FEATURES 24
+
+typedef struct {
+  char kernel[64];
+  int n;
+  char features[MAX_FEATURES][24];
+} seen_kernel;
+
+static seen_kernel g_seen[MAX_KERNELS];
+static int g_count;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static seen_kernel *kernel_slot(const char *name) {
+  for (int i = 0; i < g_count; ++i) {
+    if (strcmp(g_seen[i].kernel, name) == 0) return &g_seen[i];
+  }
+  if (g_count == MAX_KERNELS) return NULL;
+  seen_kernel *k = &g_seen[g_count++];
+  snprintf(k->kernel, sizeof k->kernel, "%s", name);
+  k->n = 0;
+  return k;
+}
+
+static void note(seen_kernel *k, const char *feature, size_t len) {
+  for (int i = 0; i < k->n; ++i) {
+    if (strlen(k->features[i]) == len && strncmp(k->features[i], feature, len) == 0) return;
+  }
+  if (k->n < MAX_FEATURES && len < sizeof k->features[0]) {
+    memcpy(k->features[k->n], feature, len);
+    k->features[k->n++][len] = '\0';
+  }
+}
+
+/* The problem text lists the call's features in brackets: "... [causal, gqa] align=16". */
+static void record(const ops_profile_record *r, void *user) {
+  (void)user;
+  pthread_mutex_lock(&g_lock);
+  seen_kernel *k = kernel_slot(r->kernel_name);
+  const char *open = strchr(r->problem, '['), *close = open ? strchr(open, ']') : NULL;
+  for (const char *s = open ? open + 1 : NULL; k != NULL && s != NULL && s < close;) {
+    const char *end = strchr(s, ',');
+    if (end == NULL || end > close) end = close;
+    note(k, s, (size_t)(end - s));
+    s = end + (*end == ',' ? 2 : 1);
+  }
+  pthread_mutex_unlock(&g_lock);
+}
+
+void opst_coverage_start(ops_handle h) {
+  if (ops_handle_set_profiler(h, record, NULL) != OPS_OK) {
+    print_error("opst_coverage_start: %s\n", ops_last_error());
+    fail();
+  }
+}
+
+void opst_coverage_check(const char *test_target) {
+  int missing = 0, checked = 0;
+  for (int i = 0; i < ops_kernel_count(); ++i) {
+    ops_kernel_info info;
+    info.struct_size = sizeof info;
+    if (ops_kernel_info_at(i, &info) != OPS_OK || info.tests == NULL || strstr(info.tests, test_target) == NULL) {
+      continue;
+    }
+    ++checked;
+    seen_kernel *k = NULL;
+    for (int j = 0; j < g_count; ++j) {
+      if (strcmp(g_seen[j].kernel, info.name) == 0) k = &g_seen[j];
+    }
+    const char *s = info.features;
+    while (*s) {
+      const char *end = strchr(s, ',');
+      const size_t len = end ? (size_t)(end - s) : strlen(s);
+      int found = 0;
+      for (int f = 0; k != NULL && f < k->n; ++f) {
+        found = found || (strlen(k->features[f]) == len && strncmp(k->features[f], s, len) == 0);
+      }
+      if (!found) {
+        print_error("%s claims '%.*s', which no call of %s exercised\n", info.name, (int)len, s, test_target);
+        ++missing;
+      }
+      s = end ? end + 2 : s + len;
+    }
+  }
+  printf("[ COVERAGE ] %d kernel(s) tested by %s: %s\n", checked, test_target,
+         missing ? "features missing" : "every claimed feature exercised");
+  if (checked == 0 || missing > 0) fail();
+}

@@ -1,0 +1,16 @@
+/*
+ * Feature coverage: a kernel's capability row claims features (causal, varlen, bias...);
+ * the kernel's own tests must exercise every one. opst_coverage_start installs a profiler
+ * on the handle that records, per kernel, the features of each call it ran (read from the
+ * problem text); opst_coverage_check then fails the test for every kernel whose row names
+ * `test_target` in its tests and claims a feature no call used.
+ */
+#ifndef OPSLIB_TESTS_SUPPORT_COVERAGE_H_
+#define OPSLIB_TESTS_SUPPORT_COVERAGE_H_
+
+#include "opslib/opslib.h"
+
+void opst_coverage_start(ops_handle h);
+void opst_coverage_check(const char *test_target);
+
+#endif /* OPSLIB_TESTS_SUPPORT_COVERAGE_H_ */

@@ -1,0 +1,78 @@
+#!/bin/sh
+# opsctl: each command's output, JSON that parses, exit status 2 for usage errors and 1 for
+# calls the library refuses. Counts its checks in cmocka's summary format.
+set -u
+opsctl="$TEST_SRCDIR/opslib/tools/opsctl/opsctl"
+passed=0
+failed=0
+
+check() { # check NAME WANT_STATUS NEEDLE -- ARGS...
+  name="$1" want="$2" needle="$3"
+  shift 4
+  out=$("$opsctl" "$@" 2>&1)
+  got=$?
+  if [ "$got" -ne "$want" ] || ! printf '%s' "$out" | grep -qF -- "$needle"; then
+    echo "FAILED: $name: exit $got (want $want), output lacks '$needle':"
+    printf '%s\n' "$out" | head -20
+    failed=$((failed + 1))
+  else
+    passed=$((passed + 1))
+  fi
+}
+
+check_json() { # check_json NAME -- ARGS...
+  name="$1"
+  shift 2
+  if "$opsctl" "$@" | python3 -c 'import json, sys; json.load(sys.stdin)'; then
+    passed=$((passed + 1))
+  else
+    echo "FAILED: $name: output is not JSON"
+    failed=$((failed + 1))
+  fi
+}
+
+check "list" 0 "cpu_sdpa_ref" -- list
+check "list --op" 0 "cpu_rmsnorm_ref" -- list --op rmsnorm
+"$opsctl" list --op rmsnorm | grep -q cpu_sdpa_ref && { echo "FAILED: list --op rmsnorm shows sdpa"; failed=$((failed + 1)); }
+check_json "list --json" -- list --json
+check "explain sdpa sm_90" 0 "chosen: none" -- explain sdpa --dtype bf16 --q 2,4096,16,128 --k 2,4096,4,128 --causal --sm 90
+check "explain sdpa sm_90 reason" 0 "runs on cpu, the handle's device is cuda" -- explain sdpa --q 2,4096,16,128 --k 2,4096,4,128 --sm 90
+check "explain sdpa cpu" 0 "chosen: cpu_sdpa_ref" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --window 32,0 --lse
+check "explain sdpa problem" 0 "[window, gqa, lse]" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --window 32,0 --lse
+check_json "explain sdpa --json" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --sm 80 --json
+check "explain gemm" 0 "[bias]" -- explain gemm --a 4096,4096 --b 4096,4096 --bias --act gelu_tanh --dtype f16
+check "explain gemm batched" 0 "batch=8 m=64 n=32 k=16" -- explain gemm --a 8,64,16 --b 16,32
+check "explain rmsnorm" 0 "rows=16384 cols=4096" -- explain rmsnorm --x 16384,4096 --residual
+check "explain reduce" 0 "outputs=3 reduced=20" -- explain reduce --x 4,3,5 --axes 0,2 --op mean
+check "explain binary" 0 "cpu_binary_ref" -- explain binary --a 4,1 --b 5 --op mul
+check "explain binary broadcast" 0 "numel=20 ndim=2 inputs=2" -- explain binary --a 4,1 --b 5 --op mul
+check "usage: no broadcast" 2 "shapes that do not broadcast" -- explain binary --a 4,2 --b 5
+check "explain unary" 0 "variant=2" -- explain unary --x 7 --fn gelu_tanh
+check "fuse gemm,bias,gelu" 0 "applied  gemm_bias_act" -- fuse gemm,bias,gelu --m 8192 --n 4096 --k 4096 --cpu
+check "fuse add,rmsnorm" 0 "applied  add_rmsnorm" -- fuse add,rmsnorm --cpu
+check "fuse chain" 0 "ew_chain(3 steps)" -- fuse mul,add,sin --cpu
+check "fuse attention" 0 "applied  attention_scale_mask" -- fuse gemm,scale,mask,softmax,gemm --m 512 --n 512 --k 64 --batch 4 --cpu
+check "fuse on sm_90" 0 "[no_kernel]" -- fuse gemm,bias,gelu --sm 90
+check_json "fuse --json" -- fuse gemm,bias,relu,add --cpu --json
+check "usage: no command" 2 "usage:" --
+check "usage: unknown command" 2 "unknown command 'frobnicate'" -- frobnicate
+check "usage: unknown option" 2 "unknown option '--colour'" -- list --colour
+check "usage: bad dims" 2 "--q: expected up to 4 non-negative integers" -- explain sdpa --q 2,x,16,128 --k 2,4096,4,128
+check "usage: missing shape" 2 "explain sdpa needs --k" -- explain sdpa --q 2,4096,16,128
+check "usage: unknown op" 2 "unknown op 'attention'" -- explain attention
+check "usage: dtype" 2 "--dtype: expected f32, f16 or bf16, got 'fp64'" -- explain softmax --x 4,4 --dtype fp64
+check "usage: sm" 2 "--sm: expected an SM version" -- explain softmax --x 4,4 --sm nine
+check "usage: fuse node" 2 "unknown node 'dropout'" -- fuse gemm,dropout --cpu
+check "library refuses" 1 "OPS_ERR_SHAPE_MISMATCH" -- explain sdpa --q 2,128,16,64 --k 2,128,4,32
+check "library refuses heads" 1 "divisor of heads_q = 16" -- explain sdpa --q 2,128,16,64 --k 2,128,5,64
+check "version" 0 "opsctl 0.1.0" -- version
+check "help" 0 "opsctl fuse" -- help
+
+echo "[==========] opsctl: $((passed + failed)) checks"
+if [ "$failed" -eq 0 ]; then
+  echo "[  PASSED  ] $passed test(s)."
+  exit 0
+fi
+echo "[  PASSED  ] $passed test(s)."
+echo "[  FAILED  ] $failed test(s), listed below:"
+exit 1

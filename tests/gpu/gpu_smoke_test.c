@@ -160,6 +160,40 @@ static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
   OPST_OK(ops_handle_destroy(h));
 }
 
+static int g_records;
+static void count_records(const ops_profile_record *r, void *user) {
+  (void)r;
+  (void)user;
+  ++g_records;
+}
+
+/* Dispatcher paths on a real CUDA handle: explain, pins, the profiler's CUDA events. */
+static void dispatcher_on_a_cuda_handle(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
+  OPST_OK(ops_handle_set_profiler(h, count_records, NULL)); /* creates the event ring */
+  const int64_t xs[2] = {64, 1024}, ws[1] = {1024};
+  ops_tensor x, w;
+  void *px = device_tensor(&x, OPS_DTYPE_BF16, 2, xs), *pw = device_tensor(&w, OPS_DTYPE_BF16, 1, ws);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  OPST_OK(ops_rmsnorm_explain(h, NULL, &x, &w, &x, &e));
+  assert_int_equal(e.chosen, -1);
+  assert_int_equal(e.verdicts[0].reason, OPS_REASON_BACKEND);
+  char text[2048];
+  ops_explain_to_text(&e, text, sizeof text);
+  assert_non_null(strstr(text, "on cuda sm_"));
+  OPST_OK(ops_handle_pin_kernel(h, "cpu_rmsnorm_ref")); /* a pin that cannot serve a CUDA call */
+  assert_int_equal(ops_rmsnorm(h, NULL, &x, &w, &x, NULL, 0), OPS_ERR_UNSUPPORTED);
+  assert_true(still_poisoned(px, 64 * 1024 * 2));
+  OPST_OK(ops_handle_flush_profiler(h));
+  assert_int_equal(g_records, 0); /* nothing ran, nothing recorded */
+  cudaFree(px), cudaFree(pw);
+  OPST_OK(ops_handle_destroy(h)); /* destroys the event ring */
+}
+
 static int setup(void **state) {
   (void)state;
   g_have_cuda = opst_have_cuda("gpu_smoke");
@@ -171,6 +205,7 @@ int main(void) {
       cmocka_unit_test(handle_reads_the_device),
       cmocka_unit_test(build_runs_its_own_device_code),
       cmocka_unit_test(ops_without_cuda_kernels_are_refused_cleanly),
+      cmocka_unit_test(dispatcher_on_a_cuda_handle),
   };
   return cmocka_run_group_tests_name("gpu_smoke", tests, setup, NULL);
 }

@@ -20,6 +20,10 @@ DECLARE_ROWS(binary)
 DECLARE_ROWS(reduce)
 DECLARE_ROWS(scale)
 DECLARE_ROWS(ew_chain)
+DECLARE_ROWS(dropout)
+DECLARE_ROWS(layernorm_backward)
+DECLARE_ROWS(rmsnorm_backward)
+DECLARE_ROWS(softmax_backward)
 
 typedef struct {
   const opsi_kernel_row *rows;
@@ -39,6 +43,10 @@ static const op_rows k_by_op[] = {
     [OPS_OP_REDUCE] = {opsi_reduce_rows, &opsi_reduce_row_count},
     [OPS_OP_SCALE] = {opsi_scale_rows, &opsi_scale_row_count},
     [OPS_OP_EW_CHAIN] = {opsi_ew_chain_rows, &opsi_ew_chain_row_count},
+    [OPS_OP_DROPOUT] = {opsi_dropout_rows, &opsi_dropout_row_count},
+    [OPS_OP_LAYERNORM_BACKWARD] = {opsi_layernorm_backward_rows, &opsi_layernorm_backward_row_count},
+    [OPS_OP_RMSNORM_BACKWARD] = {opsi_rmsnorm_backward_rows, &opsi_rmsnorm_backward_row_count},
+    [OPS_OP_SOFTMAX_BACKWARD] = {opsi_softmax_backward_rows, &opsi_softmax_backward_row_count},
 };
 
 #define OP_SLOTS (sizeof k_by_op / sizeof k_by_op[0])

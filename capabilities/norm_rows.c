@@ -58,3 +58,54 @@ const opsi_kernel_row opsi_softmax_rows[] = {
     },
 };
 const size_t opsi_softmax_row_count = sizeof opsi_softmax_rows / sizeof opsi_softmax_rows[0];
+
+const opsi_kernel_row opsi_layernorm_backward_rows[] = {
+    {
+        .id = OPSI_KERNEL_CPU_LAYERNORM_BWD,
+        .name = "cpu_layernorm_backward_ref",
+        .op = OPS_OP_LAYERNORM_BACKWARD,
+        OPSI_CPU_ROW_COMMON,
+        .out_dtypes = OPSI_FLOAT_DTYPES,
+        .variants = OPSI_ALL_VARIANTS,
+        .flags = OPSI_F_DWEIGHT | OPSI_F_BIAS | OPSI_F_STRIDED,
+        .reduction_order = "per row: mean(g), mean(g xhat) in double; dweight / dbias per column over rows in order",
+        .workspace_formula = "0",
+        .launch = opsi_norm_backward_cpu,
+        .tests = "//tests/kernels:norm_backward_test",
+    },
+};
+const size_t opsi_layernorm_backward_row_count = sizeof opsi_layernorm_backward_rows / sizeof opsi_layernorm_backward_rows[0];
+
+const opsi_kernel_row opsi_rmsnorm_backward_rows[] = {
+    {
+        .id = OPSI_KERNEL_CPU_RMSNORM_BWD,
+        .name = "cpu_rmsnorm_backward_ref",
+        .op = OPS_OP_RMSNORM_BACKWARD,
+        OPSI_CPU_ROW_COMMON,
+        .out_dtypes = OPSI_FLOAT_DTYPES,
+        .variants = OPSI_ALL_VARIANTS,
+        .flags = OPSI_F_DWEIGHT | OPSI_F_BIAS | OPSI_F_STRIDED,
+        .reduction_order = "per row: mean(g xhat) in double; dweight / dbias per column over rows in order",
+        .workspace_formula = "0",
+        .launch = opsi_norm_backward_cpu,
+        .tests = "//tests/kernels:norm_backward_test",
+    },
+};
+const size_t opsi_rmsnorm_backward_row_count = sizeof opsi_rmsnorm_backward_rows / sizeof opsi_rmsnorm_backward_rows[0];
+
+const opsi_kernel_row opsi_softmax_backward_rows[] = {
+    {
+        .id = OPSI_KERNEL_CPU_SOFTMAX_BWD,
+        .name = "cpu_softmax_backward_ref",
+        .op = OPS_OP_SOFTMAX_BACKWARD,
+        OPSI_CPU_ROW_COMMON,
+        .out_dtypes = OPSI_FLOAT_DTYPES,
+        .variants = OPSI_ALL_VARIANTS,
+        .flags = OPSI_F_STRIDED,
+        .reduction_order = "per row: sum(dy y) in double, index order",
+        .workspace_formula = "0",
+        .launch = opsi_softmax_backward_cpu,
+        .tests = "//tests/kernels:norm_backward_test",
+    },
+};
+const size_t opsi_softmax_backward_row_count = sizeof opsi_softmax_backward_rows / sizeof opsi_softmax_backward_rows[0];

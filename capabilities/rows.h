@@ -76,6 +76,7 @@ typedef struct opsi_kernel_row {
   const char *smem_layout;              /* tile shapes and swizzle / padding */
   int32_t smem_bytes;                   /* dynamic + static shared memory per block */
   int32_t threads;                      /* per block; 0 on the CPU */
+  int32_t vector_bytes;                 /* bytes per global-memory access of one thread (16: uint4) */
   uint32_t fuses;                       /* OPSI_F_* prologues / epilogues it absorbs */
   int32_t deterministic;                /* bitwise identical results run to run */
   const char *reduction_order;

@@ -62,6 +62,7 @@ static void fill(const opsi_kernel_row *r, ops_kernel_info *out) {
   out->unit = unit_name(r->unit);
   out->efficiency = r->efficiency;
   out->tests = r->tests;
+  out->vector_bytes = r->vector_bytes;
 }
 
 static ops_status check_out(const char *fn, const ops_kernel_info *out) {

@@ -41,6 +41,13 @@ void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t) {
   }
 }
 
+void opsi_problem_add_base_align(opsi_problem *p, const ops_tensor *t) {
+  if (t == NULL || ops_tensor_numel(t) == 0) return;
+  const uint64_t bits = (uint64_t)(uintptr_t)t->data | 16u;
+  const int32_t a = (int32_t)(bits & (~bits + 1));
+  if (a < p->align) p->align = a;
+}
+
 static int32_t pinned_for(const opsi_vctx *v, int32_t op) {
   return op > 0 && op < OPSI_OP_SLOTS ? v->handle->pinned[op] : 0;
 }
@@ -153,7 +160,7 @@ static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_k
                          const void *args, void *workspace, size_t workspace_bytes) {
   opsi_launch_info info;
   memset(&info, 0, sizeof info);
-  const opsi_launch ctx = {v->handle, v->handle->stream, workspace, workspace_bytes, &info};
+  const opsi_launch ctx = {v->handle, v->handle->info.sm_count, v->handle->stream, workspace, workspace_bytes, &info};
   opsi_profile_token tok;
   const int profiling = opsi_profile_begin(v->handle, &tok);
   nvtxRangePushA(row->name);

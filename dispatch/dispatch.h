@@ -18,8 +18,13 @@
  * align = 16, every other field 0. */
 void opsi_problem_init(opsi_problem *p, int32_t op, ops_handle handle);
 
-/* Lowers p->align to t's alignment (t may be NULL: no change). */
+/* Lowers p->align to t's alignment (t may be NULL: no change): the alignment of every row
+ * start, for ops that work row by row. */
 void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t);
+
+/* Lowers p->align to the alignment of t's data address alone, for ops that see a
+ * contiguous tensor as one flat run of elements (elementwise, dropout). */
+void opsi_problem_add_base_align(opsi_problem *p, const ops_tensor *t);
 
 /* Evaluates every candidate row of p's op: the rules (or the handle's pin), then the cost
  * model over the eligible rows. Fills verdicts[0..*count) when verdicts is not NULL, the

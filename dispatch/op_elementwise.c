@@ -7,6 +7,7 @@
 
 #include "dispatch/dispatch.h"
 #include "kernels/common/pointwise.h"
+#include "kernels/elementwise/dropout_args.h"
 #include "kernels/elementwise/ew_args.h"
 #include "opslib/ops.h"
 #include "runtime/error.h"
@@ -31,6 +32,12 @@ void ops_scale_params_init(ops_scale_params *p) {
   memset(p, 0, sizeof *p);
   p->struct_size = (uint32_t)sizeof *p;
   p->alpha = 1.0f;
+}
+
+void ops_dropout_params_init(ops_dropout_params *p) {
+  if (p == NULL) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = (uint32_t)sizeof *p;
 }
 
 void ops_binary_params_init(ops_binary_params *p) {
@@ -68,7 +75,7 @@ static ops_status ew_prepare(const opsi_vctx *v, int32_t op, int32_t kind, int32
       pr->flags |= OPSI_F_BROADCAST;
     }
     if (!opsi_contiguous(in->t[k])) pr->flags |= OPSI_F_STRIDED;
-    opsi_problem_add_align(pr, in->t[k]);
+    opsi_problem_add_base_align(pr, in->t[k]);
   }
   const opsi_operand operands[] = {
       {in->name[0], in->t[0], 0, {NULL, NULL}},
@@ -78,7 +85,7 @@ static ops_status ew_prepare(const opsi_vctx *v, int32_t op, int32_t kind, int32
   };
   OPSI_TRY(opsi_check_aliasing(v, operands, 4));
   if (!opsi_contiguous(y)) pr->flags |= OPSI_F_STRIDED;
-  opsi_problem_add_align(pr, y);
+  opsi_problem_add_base_align(pr, y);
   e->kind = kind;
   e->fn = fn;
   e->y = *y;
@@ -246,4 +253,61 @@ ops_status ops_scale_explain(ops_handle handle, const ops_scale_params *params, 
                              const ops_tensor *y, ops_explain *out) {
   const opsi_vctx vc = {"ops_scale_explain", handle, OPSI_EXPLAIN, NULL, out};
   return scale_entry(&vc, params, x, y, NULL, 0);
+}
+
+static ops_status dropout_entry(const opsi_vctx *vc, const ops_dropout_params *params, const ops_tensor *x,
+                                const ops_tensor *y, void *workspace, size_t workspace_bytes) {
+  opsi_clear_error();
+  OPSI_TRY(opsi_check_call(vc));
+  ops_dropout_params p;
+  ops_dropout_params_init(&p);
+  OPSI_TRY(opsi_read_params(vc, "ops_dropout_params", params, sizeof p, &p));
+  if (!(p.p >= 0.0f && p.p <= 1.0f)) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->p: expected a probability in [0, 1], got %g", vc->fn,
+                     (double)p.p);
+  }
+  int64_t ny;
+  OPSI_TRY(opsi_check_tensor(vc, "x", x, NULL));
+  OPSI_TRY(opsi_check_tensor(vc, "y", y, &ny));
+  OPSI_TRY(opsi_check_dtype_in(vc, "x", x, OPSI_FLOAT_DTYPES));
+  OPSI_TRY(opsi_check_dtype_eq(vc, "y", y, x->dtype, "x's dtype"));
+  OPSI_TRY(opsi_check_shape(vc, "y", y, x->ndim, x->shape, "x's shape"));
+  const opsi_operand operands[] = {{"x", x, 0, {NULL, NULL}}, {"y", y, 1, {x, NULL}}};
+  OPSI_TRY(opsi_check_aliasing(vc, operands, 2));
+  opsi_dropout_args a;
+  memset(&a, 0, sizeof a);
+  a.x = *x;
+  a.y = *y;
+  a.numel = ny;
+  a.p = p.p;
+  a.seed = p.seed;
+  a.offset = p.offset;
+  opsi_problem pr;
+  opsi_problem_init(&pr, OPS_OP_DROPOUT, vc->handle);
+  pr.dtype = pr.out_dtype = x->dtype;
+  pr.dims[OPSI_EW_NUMEL] = ny;
+  pr.dims[OPSI_EW_NDIM] = x->ndim;
+  pr.dims[OPSI_EW_INPUTS] = 1;
+  if (!opsi_contiguous(x) || !opsi_contiguous(y)) pr.flags |= OPSI_F_STRIDED;
+  opsi_problem_add_base_align(&pr, x);
+  opsi_problem_add_base_align(&pr, y);
+  return opsi_finish(vc, &pr, &a, ny == 0, workspace, workspace_bytes);
+}
+
+ops_status ops_dropout(ops_handle handle, const ops_dropout_params *params, const ops_tensor *x,
+                       const ops_tensor *y, void *workspace, size_t workspace_bytes) {
+  const opsi_vctx vc = {"ops_dropout", handle, OPSI_RUN, NULL, NULL};
+  return dropout_entry(&vc, params, x, y, workspace, workspace_bytes);
+}
+
+ops_status ops_dropout_workspace_size(ops_handle handle, const ops_dropout_params *params,
+                                      const ops_tensor *x, const ops_tensor *y, size_t *bytes) {
+  const opsi_vctx vc = {"ops_dropout_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return dropout_entry(&vc, params, x, y, NULL, 0);
+}
+
+ops_status ops_dropout_explain(ops_handle handle, const ops_dropout_params *params, const ops_tensor *x,
+                               const ops_tensor *y, ops_explain *out) {
+  const opsi_vctx vc = {"ops_dropout_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return dropout_entry(&vc, params, x, y, NULL, 0);
 }

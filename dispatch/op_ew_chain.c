@@ -34,7 +34,7 @@ ops_status opsi_ew_chain_entry(const opsi_vctx *vc, const opsi_chain *c, void *w
     OPSI_TRY(opsi_check_dtype_eq(vc, names[k], c->operands[k], c->y->dtype, "y's dtype"));
     OPSI_TRY(opsi_broadcast_to(vc, names[k], c->operands[k], c->y->ndim, c->y->shape, "y's shape", &a.operands[k]));
     operands[1 + k] = (opsi_operand){names[k], c->operands[k], 0, {NULL, NULL}};
-    opsi_problem_add_align(&pr, c->operands[k]);
+    opsi_problem_add_base_align(&pr, c->operands[k]);
     if (!opsi_contiguous(c->operands[k])) pr.flags |= OPSI_F_STRIDED;
   }
   for (int s = 0; s < c->n_steps; ++s) {
@@ -68,7 +68,7 @@ ops_status opsi_ew_chain_entry(const opsi_vctx *vc, const opsi_chain *c, void *w
       pr.flags |= OPSI_F_BROADCAST;
     }
   }
-  opsi_problem_add_align(&pr, c->x);
-  opsi_problem_add_align(&pr, c->y);
+  opsi_problem_add_base_align(&pr, c->x);
+  opsi_problem_add_base_align(&pr, c->y);
   return opsi_finish(vc, &pr, &a, ny == 0, workspace, workspace_bytes);
 }

@@ -7,7 +7,9 @@ static const char *const k_names[] = {
     [OPS_OP_SDPA] = "sdpa",       [OPS_OP_GEMM] = "gemm",   [OPS_OP_LAYERNORM] = "layernorm",
     [OPS_OP_RMSNORM] = "rmsnorm", [OPS_OP_SOFTMAX] = "softmax", [OPS_OP_SIN_AFFINE] = "sin_affine",
     [OPS_OP_UNARY] = "unary",     [OPS_OP_BINARY] = "binary", [OPS_OP_REDUCE] = "reduce",
-    [OPS_OP_SCALE] = "scale",     [OPS_OP_EW_CHAIN] = "ew_chain",
+    [OPS_OP_SCALE] = "scale",     [OPS_OP_EW_CHAIN] = "ew_chain", [OPS_OP_DROPOUT] = "dropout",
+    [OPS_OP_LAYERNORM_BACKWARD] = "layernorm_backward", [OPS_OP_RMSNORM_BACKWARD] = "rmsnorm_backward",
+    [OPS_OP_SOFTMAX_BACKWARD] = "softmax_backward",
 };
 
 #define SLOTS ((int)(sizeof k_names / sizeof k_names[0]))

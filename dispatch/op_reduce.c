@@ -72,6 +72,12 @@ static ops_status reduce_prepare(const opsi_vctx *v, const ops_reduce_params *pa
     r->kept_x_strides[r->kept_ndim] = x->strides[i];
     r->kept_y_strides[r->kept_ndim++] = y->strides[yi++];
   }
+  /* Collapse both groups (an empty extent keeps its dim: the counts are 0 anyway). */
+  if (r->red_count > 0 && ny > 0) {
+    int64_t *red[1] = {r->red_x_strides}, *kept[2] = {r->kept_x_strides, r->kept_y_strides};
+    opsi_collapse_dims(&r->red_ndim, r->red_shape, 1, red);
+    opsi_collapse_dims(&r->kept_ndim, r->kept_shape, 2, kept);
+  }
   r->op = p.op;
   r->x = *x;
   r->y_data = y->data;
@@ -86,6 +92,8 @@ static ops_status reduce_prepare(const opsi_vctx *v, const ops_reduce_params *pa
   pr->dims[OPSI_REDUCE_INNER] = r->red_count;
   pr->dims[OPSI_REDUCE_NDIM] = x->ndim;
   if (p.keepdim) pr->flags |= OPSI_F_KEEPDIM;
+  if (r->red_ndim > 1 || (r->red_ndim == 1 && r->red_x_strides[0] != 1)) pr->flags |= OPSI_F_REDUCE_NOT_INNER;
+  if (r->kept_ndim != 1 || r->kept_x_strides[0] != 1 || r->red_ndim > 1) pr->flags |= OPSI_F_REDUCE_NOT_COLUMNS;
   if (!opsi_contiguous(x) || !opsi_contiguous(y)) pr->flags |= OPSI_F_STRIDED;
   opsi_problem_add_align(pr, x);
   opsi_problem_add_align(pr, y);

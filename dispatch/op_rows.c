@@ -3,6 +3,7 @@
  * Validation and normalization into opsi_rows_args, then the dispatcher.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dispatch/dispatch.h"
@@ -17,6 +18,12 @@ void ops_norm_params_init(ops_norm_params *p) {
   p->eps = 1e-5f;
 }
 
+void ops_norm_backward_params_init(ops_norm_backward_params *p) {
+  if (p == NULL) return;
+  memset(p, 0, sizeof *p);
+  p->struct_size = (uint32_t)sizeof *p;
+}
+
 void ops_softmax_params_init(ops_softmax_params *p) {
   if (p == NULL) return;
   memset(p, 0, sizeof *p);
@@ -25,14 +32,17 @@ void ops_softmax_params_init(ops_softmax_params *p) {
 }
 
 /* x [..., N] and y (x's shape and dtype): the row geometry every row-wise op shares. */
-static ops_status rows_common(const opsi_vctx *v, const ops_tensor *x, const ops_tensor *y,
-                              opsi_rows_args *a, opsi_problem *pr, int32_t op, int64_t *ny) {
-  OPSI_TRY(opsi_check_tensor(v, "x", x, NULL));
-  OPSI_TRY(opsi_check_tensor(v, "y", y, ny));
-  OPSI_TRY(opsi_check_dtype_in(v, "x", x, OPSI_FLOAT_DTYPES));
-  OPSI_TRY(opsi_check_ndim(v, "x", x, 1, OPS_MAX_DIMS));
-  OPSI_TRY(opsi_check_dtype_eq(v, "y", y, x->dtype, "x's dtype"));
-  OPSI_TRY(opsi_check_shape(v, "y", y, x->ndim, x->shape, "x's shape"));
+static ops_status rows_common(const opsi_vctx *v, const char *xn, const ops_tensor *x, const char *yn,
+                              const ops_tensor *y, opsi_rows_args *a, opsi_problem *pr, int32_t op, int64_t *ny) {
+  char why[32];
+  snprintf(why, sizeof why, "%s's dtype", xn);
+  OPSI_TRY(opsi_check_tensor(v, xn, x, NULL));
+  OPSI_TRY(opsi_check_tensor(v, yn, y, ny));
+  OPSI_TRY(opsi_check_dtype_in(v, xn, x, OPSI_FLOAT_DTYPES));
+  OPSI_TRY(opsi_check_ndim(v, xn, x, 1, OPS_MAX_DIMS));
+  OPSI_TRY(opsi_check_dtype_eq(v, yn, y, x->dtype, why));
+  snprintf(why, sizeof why, "%s's shape", xn);
+  OPSI_TRY(opsi_check_shape(v, yn, y, x->ndim, x->shape, why));
   memset(a, 0, sizeof *a);
   a->x = *x;
   a->y = *y;
@@ -94,7 +104,7 @@ static ops_status norm_prepare(const opsi_vctx *v, int rms, const ops_norm_param
                      "%s: params->mean_out: expected NULL (RMSNorm subtracts no mean), got a tensor", v->fn);
   }
   int64_t ny, nres = 0, nmean = 0, nrstd = 0;
-  OPSI_TRY(rows_common(v, x, y, a, pr, rms ? OPS_OP_RMSNORM : OPS_OP_LAYERNORM, &ny));
+  OPSI_TRY(rows_common(v, "x", x, "y", y, a, pr, rms ? OPS_OP_RMSNORM : OPS_OP_LAYERNORM, &ny));
   const int64_t cols = a->cols;
   OPSI_TRY(opsi_check_tensor(v, "weight", w, NULL));
   OPSI_TRY(opsi_check_dtype_in(v, "weight", w, OPSI_DTYPE_BIT(x->dtype) | OPSI_DTYPE_BIT(OPS_DTYPE_F32)));
@@ -151,7 +161,7 @@ static ops_status softmax_prepare(const opsi_vctx *v, const ops_softmax_params *
                      v->fn, (double)p.scale);
   }
   int64_t ny;
-  OPSI_TRY(rows_common(v, x, y, a, pr, OPS_OP_SOFTMAX, &ny));
+  OPSI_TRY(rows_common(v, "x", x, "y", y, a, pr, OPS_OP_SOFTMAX, &ny));
   const opsi_operand operands[] = {{"x", x, 0, {NULL, NULL}}, {"y", y, 1, {x, NULL}}};
   OPSI_TRY(opsi_check_aliasing(v, operands, 2));
   a->scale = p.scale;
@@ -160,6 +170,187 @@ static ops_status softmax_prepare(const opsi_vctx *v, const ops_softmax_params *
   *empty = ny == 0;
   return OPS_OK;
 }
+
+/* The operands every backward shares: dy [..., N] (f32, f16 or bf16), the forward tensor
+ * `fwd` (x for the norms, y for softmax) and dx, all of dy's shape and dtype. */
+static ops_status backward_common(const opsi_vctx *v, const char *fwd_name, const ops_tensor *dy, const ops_tensor *fwd,
+                                  const ops_tensor *dx, int32_t op, opsi_rows_args *a, opsi_problem *pr, int64_t *ndx) {
+  OPSI_TRY(opsi_check_tensor(v, "dy", dy, NULL));
+  OPSI_TRY(opsi_check_tensor(v, fwd_name, fwd, NULL));
+  OPSI_TRY(opsi_check_dtype_in(v, "dy", dy, OPSI_FLOAT_DTYPES));
+  OPSI_TRY(opsi_check_ndim(v, "dy", dy, 1, OPS_MAX_DIMS));
+  OPSI_TRY(opsi_check_dtype_eq(v, fwd_name, fwd, dy->dtype, "dy's dtype"));
+  OPSI_TRY(opsi_check_shape(v, fwd_name, fwd, dy->ndim, dy->shape, "dy's shape"));
+  OPSI_TRY(rows_common(v, "dy", dy, "dx", dx, a, pr, op, ndx)); /* dx: dy's shape and dtype */
+  a->backward = 1;
+  a->dy = *dy;
+  a->x = *fwd;
+  note_row_layout(pr, dy);
+  note_row_layout(pr, fwd);
+  note_row_layout(pr, dx);
+  return OPS_OK;
+}
+
+static ops_status norm_backward_prepare(const opsi_vctx *v, int rms, const ops_norm_backward_params *params,
+                                        const ops_tensor *dy, const ops_tensor *x, const ops_tensor *w,
+                                        const ops_tensor *mean, const ops_tensor *rstd, const ops_tensor *dx,
+                                        opsi_rows_args *a, opsi_problem *pr, int *empty) {
+  ops_norm_backward_params p;
+  ops_norm_backward_params_init(&p);
+  OPSI_TRY(opsi_read_params(v, "ops_norm_backward_params", params, sizeof p, &p));
+  int64_t ndx, ndw = 0, ndb = 0;
+  OPSI_TRY(backward_common(v, "x", dy, x, dx, rms ? OPS_OP_RMSNORM_BACKWARD : OPS_OP_LAYERNORM_BACKWARD, a, pr, &ndx));
+  const int64_t cols = a->cols;
+  const uint32_t wdt = OPSI_DTYPE_BIT(x->dtype) | OPSI_DTYPE_BIT(OPS_DTYPE_F32);
+  OPSI_TRY(opsi_check_tensor(v, "weight", w, NULL));
+  OPSI_TRY(opsi_check_dtype_in(v, "weight", w, wdt));
+  OPSI_TRY(opsi_check_shape(v, "weight", w, 1, &cols, "[N], N = x's last extent"));
+  if (!rms) {
+    if (mean == NULL) return opsi_fail(OPS_ERR_NULL_POINTER, "%s: mean: expected the forward's mean_out, got NULL", v->fn);
+    OPSI_TRY(stats_out(v, "mean", mean, x, NULL));
+  }
+  OPSI_TRY(stats_out(v, "rstd", rstd, x, NULL));
+  if (p.dweight != NULL) {
+    OPSI_TRY(opsi_check_tensor(v, "params->dweight", p.dweight, &ndw));
+    OPSI_TRY(opsi_check_dtype_in(v, "params->dweight", p.dweight, wdt));
+    OPSI_TRY(opsi_check_shape(v, "params->dweight", p.dweight, 1, &cols, "[N], N = x's last extent"));
+  }
+  if (p.dbias != NULL) {
+    OPSI_TRY(opsi_check_tensor(v, "params->dbias", p.dbias, &ndb));
+    OPSI_TRY(opsi_check_dtype_in(v, "params->dbias", p.dbias, wdt));
+    OPSI_TRY(opsi_check_shape(v, "params->dbias", p.dbias, 1, &cols, "[N], N = x's last extent"));
+  }
+  const opsi_operand operands[] = {
+      {"dy", dy, 0, {NULL, NULL}},     {"x", x, 0, {NULL, NULL}},    {"weight", w, 0, {NULL, NULL}},
+      {"mean", mean, 0, {NULL, NULL}}, {"rstd", rstd, 0, {NULL, NULL}}, {"dx", dx, 1, {dy, NULL}},
+      {"params->dweight", p.dweight, 1, {NULL, NULL}}, {"params->dbias", p.dbias, 1, {NULL, NULL}},
+  };
+  OPSI_TRY(opsi_check_aliasing(v, operands, (int)(sizeof operands / sizeof operands[0])));
+  a->rms = rms;
+  a->weight = *w;
+  if ((a->has_mean_out = mean != NULL && !rms)) a->mean_out = *mean;
+  a->has_rstd_out = 1;
+  a->rstd_out = *rstd;
+  if ((a->has_dweight = p.dweight != NULL)) a->dweight = *p.dweight;
+  if ((a->has_dbias = p.dbias != NULL)) a->dbias = *p.dbias;
+  if (a->has_dweight) pr->flags |= OPSI_F_DWEIGHT;
+  if (a->has_dbias) pr->flags |= OPSI_F_BIAS;
+  opsi_problem_add_align(pr, w);
+  *empty = ndx == 0 && ndw == 0 && ndb == 0;
+  return OPS_OK;
+}
+
+static ops_status softmax_backward_prepare(const opsi_vctx *v, const ops_softmax_params *params, const ops_tensor *dy,
+                                           const ops_tensor *y, const ops_tensor *dx, opsi_rows_args *a,
+                                           opsi_problem *pr, int *empty) {
+  ops_softmax_params p;
+  ops_softmax_params_init(&p);
+  OPSI_TRY(opsi_read_params(v, "ops_softmax_params", params, sizeof p, &p));
+  if (!isfinite(p.scale)) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->scale: expected a finite value, got %g", v->fn,
+                     (double)p.scale);
+  }
+  int64_t ndx;
+  OPSI_TRY(backward_common(v, "y", dy, y, dx, OPS_OP_SOFTMAX_BACKWARD, a, pr, &ndx));
+  const opsi_operand operands[] = {{"dy", dy, 0, {NULL, NULL}}, {"y", y, 0, {NULL, NULL}}, {"dx", dx, 1, {dy, NULL}}};
+  OPSI_TRY(opsi_check_aliasing(v, operands, 3));
+  a->scale = p.scale;
+  *empty = ndx == 0;
+  return OPS_OK;
+}
+
+static ops_status norm_backward_entry(const opsi_vctx *vc, int rms, const ops_norm_backward_params *params,
+                                      const ops_tensor *dy, const ops_tensor *x, const ops_tensor *w,
+                                      const ops_tensor *mean, const ops_tensor *rstd, const ops_tensor *dx,
+                                      void *workspace, size_t workspace_bytes) {
+  opsi_clear_error();
+  OPSI_TRY(opsi_check_call(vc));
+  opsi_rows_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(norm_backward_prepare(vc, rms, params, dy, x, w, mean, rstd, dx, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
+}
+
+static ops_status softmax_backward_entry(const opsi_vctx *vc, const ops_softmax_params *params, const ops_tensor *dy,
+                                         const ops_tensor *y, const ops_tensor *dx, void *workspace,
+                                         size_t workspace_bytes) {
+  opsi_clear_error();
+  OPSI_TRY(opsi_check_call(vc));
+  opsi_rows_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(softmax_backward_prepare(vc, params, dy, y, dx, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
+}
+
+#define VC(name, mode, ws, ex) const opsi_vctx vc = {name, handle, mode, ws, ex}
+
+ops_status ops_layernorm_backward(ops_handle handle, const ops_norm_backward_params *params, const ops_tensor *dy,
+                                  const ops_tensor *x, const ops_tensor *weight, const ops_tensor *mean,
+                                  const ops_tensor *rstd, const ops_tensor *dx, void *workspace,
+                                  size_t workspace_bytes) {
+  VC("ops_layernorm_backward", OPSI_RUN, NULL, NULL);
+  return norm_backward_entry(&vc, 0, params, dy, x, weight, mean, rstd, dx, workspace, workspace_bytes);
+}
+
+ops_status ops_layernorm_backward_workspace_size(ops_handle handle, const ops_norm_backward_params *params,
+                                                 const ops_tensor *dy, const ops_tensor *x, const ops_tensor *weight,
+                                                 const ops_tensor *mean, const ops_tensor *rstd, const ops_tensor *dx,
+                                                 size_t *bytes) {
+  VC("ops_layernorm_backward_workspace_size", OPSI_QUERY_WORKSPACE, bytes, NULL);
+  return norm_backward_entry(&vc, 0, params, dy, x, weight, mean, rstd, dx, NULL, 0);
+}
+
+ops_status ops_layernorm_backward_explain(ops_handle handle, const ops_norm_backward_params *params,
+                                          const ops_tensor *dy, const ops_tensor *x, const ops_tensor *weight,
+                                          const ops_tensor *mean, const ops_tensor *rstd, const ops_tensor *dx,
+                                          ops_explain *out) {
+  VC("ops_layernorm_backward_explain", OPSI_EXPLAIN, NULL, out);
+  return norm_backward_entry(&vc, 0, params, dy, x, weight, mean, rstd, dx, NULL, 0);
+}
+
+ops_status ops_rmsnorm_backward(ops_handle handle, const ops_norm_backward_params *params, const ops_tensor *dy,
+                                const ops_tensor *x, const ops_tensor *weight, const ops_tensor *rstd,
+                                const ops_tensor *dx, void *workspace, size_t workspace_bytes) {
+  VC("ops_rmsnorm_backward", OPSI_RUN, NULL, NULL);
+  return norm_backward_entry(&vc, 1, params, dy, x, weight, NULL, rstd, dx, workspace, workspace_bytes);
+}
+
+ops_status ops_rmsnorm_backward_workspace_size(ops_handle handle, const ops_norm_backward_params *params,
+                                               const ops_tensor *dy, const ops_tensor *x, const ops_tensor *weight,
+                                               const ops_tensor *rstd, const ops_tensor *dx, size_t *bytes) {
+  VC("ops_rmsnorm_backward_workspace_size", OPSI_QUERY_WORKSPACE, bytes, NULL);
+  return norm_backward_entry(&vc, 1, params, dy, x, weight, NULL, rstd, dx, NULL, 0);
+}
+
+ops_status ops_rmsnorm_backward_explain(ops_handle handle, const ops_norm_backward_params *params,
+                                        const ops_tensor *dy, const ops_tensor *x, const ops_tensor *weight,
+                                        const ops_tensor *rstd, const ops_tensor *dx, ops_explain *out) {
+  VC("ops_rmsnorm_backward_explain", OPSI_EXPLAIN, NULL, out);
+  return norm_backward_entry(&vc, 1, params, dy, x, weight, NULL, rstd, dx, NULL, 0);
+}
+
+ops_status ops_softmax_backward(ops_handle handle, const ops_softmax_params *params, const ops_tensor *dy,
+                                const ops_tensor *y, const ops_tensor *dx, void *workspace, size_t workspace_bytes) {
+  VC("ops_softmax_backward", OPSI_RUN, NULL, NULL);
+  return softmax_backward_entry(&vc, params, dy, y, dx, workspace, workspace_bytes);
+}
+
+ops_status ops_softmax_backward_workspace_size(ops_handle handle, const ops_softmax_params *params,
+                                               const ops_tensor *dy, const ops_tensor *y, const ops_tensor *dx,
+                                               size_t *bytes) {
+  VC("ops_softmax_backward_workspace_size", OPSI_QUERY_WORKSPACE, bytes, NULL);
+  return softmax_backward_entry(&vc, params, dy, y, dx, NULL, 0);
+}
+
+ops_status ops_softmax_backward_explain(ops_handle handle, const ops_softmax_params *params, const ops_tensor *dy,
+                                        const ops_tensor *y, const ops_tensor *dx, ops_explain *out) {
+  VC("ops_softmax_backward_explain", OPSI_EXPLAIN, NULL, out);
+  return softmax_backward_entry(&vc, params, dy, y, dx, NULL, 0);
+}
+
+#undef VC
 
 static ops_status norm_entry(const opsi_vctx *vc, int rms, const ops_norm_params *params,
                              const ops_tensor *x, const ops_tensor *w, const ops_tensor *y,

@@ -10,6 +10,7 @@
 static const char *const k_flag_names[] = {
     "causal", "window", "gqa", "varlen", "lse", "mask", "bias", "residual", "residual_out",
     "beta_c", "batched", "stats_out", "broadcast", "strided", "keepdim", "dv_ne_d",
+    "reduce_not_inner", "reduce_not_columns", "dweight",
 };
 
 const char *opsi_flag_names(uint32_t flags, char *buf, size_t n) {
@@ -37,12 +38,16 @@ const char *opsi_dim_name(int32_t op, int index) {
     case OPS_OP_GEMM: names = gemm; count = 4; break;
     case OPS_OP_LAYERNORM:
     case OPS_OP_RMSNORM:
-    case OPS_OP_SOFTMAX: names = rows; count = 2; break;
+    case OPS_OP_SOFTMAX:
+    case OPS_OP_LAYERNORM_BACKWARD:
+    case OPS_OP_RMSNORM_BACKWARD:
+    case OPS_OP_SOFTMAX_BACKWARD: names = rows; count = 2; break;
     case OPS_OP_SIN_AFFINE:
     case OPS_OP_UNARY:
     case OPS_OP_BINARY:
     case OPS_OP_SCALE:
-    case OPS_OP_EW_CHAIN: names = ew; count = 3; break;
+    case OPS_OP_EW_CHAIN:
+    case OPS_OP_DROPOUT: names = ew; count = 3; break;
     case OPS_OP_REDUCE: names = reduce; count = 3; break;
     default: break;
   }

@@ -258,3 +258,21 @@ int32_t opsi_tensor_align(const ops_tensor *t) {
 }
 
 int opsi_contiguous(const ops_tensor *t) { return ops_tensor_is_contiguous(t); }
+
+void opsi_collapse_dims(int *ndim, int64_t *shape, int n, int64_t **strides) {
+  int out = 0;
+  for (int d = 0; d < *ndim; ++d) {
+    if (shape[d] == 1) continue;
+    int merge = out > 0;
+    for (int k = 0; merge && k < n; ++k) merge = strides[k][d] * shape[d] == strides[k][out - 1];
+    if (merge) {
+      shape[out - 1] *= shape[d];
+      for (int k = 0; k < n; ++k) strides[k][out - 1] = strides[k][d];
+    } else {
+      shape[out] = shape[d];
+      for (int k = 0; k < n; ++k) strides[k][out] = strides[k][d];
+      ++out;
+    }
+  }
+  *ndim = out;
+}

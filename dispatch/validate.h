@@ -89,6 +89,10 @@ ops_status opsi_check_workspace(const opsi_vctx *v, const void *workspace, size_
  * elements count as 16. */
 int32_t opsi_tensor_align(const ops_tensor *t);
 
+/* Collapses a dim list walked by n operands: drops extents of 1 and merges neighbours that
+ * every operand steps through as through one dim. strides[k] is operand k's list. */
+void opsi_collapse_dims(int *ndim, int64_t *shape, int n, int64_t **strides);
+
 /* 1 when t is contiguous row-major. */
 int opsi_contiguous(const ops_tensor *t);
 

@@ -88,6 +88,16 @@ OPS_API ops_status ops_layernorm_explain(ops_handle handle, const ops_norm_param
 OPS_API ops_status ops_rmsnorm_explain(ops_handle handle, const ops_norm_params *params,
                                        const ops_tensor *x, const ops_tensor *weight,
                                        const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_layernorm_backward_explain(ops_handle handle, const ops_norm_backward_params *params,
+                                                  const ops_tensor *dy, const ops_tensor *x,
+                                                  const ops_tensor *weight, const ops_tensor *mean,
+                                                  const ops_tensor *rstd, const ops_tensor *dx, ops_explain *out);
+OPS_API ops_status ops_rmsnorm_backward_explain(ops_handle handle, const ops_norm_backward_params *params,
+                                                const ops_tensor *dy, const ops_tensor *x, const ops_tensor *weight,
+                                                const ops_tensor *rstd, const ops_tensor *dx, ops_explain *out);
+OPS_API ops_status ops_softmax_backward_explain(ops_handle handle, const ops_softmax_params *params,
+                                                const ops_tensor *dy, const ops_tensor *y, const ops_tensor *dx,
+                                                ops_explain *out);
 OPS_API ops_status ops_softmax_explain(ops_handle handle, const ops_softmax_params *params,
                                        const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 OPS_API ops_status ops_sin_affine_explain(ops_handle handle, const ops_sin_affine_params *params,
@@ -99,6 +109,8 @@ OPS_API ops_status ops_binary_explain(ops_handle handle, const ops_binary_params
                                       ops_explain *out);
 OPS_API ops_status ops_scale_explain(ops_handle handle, const ops_scale_params *params,
                                      const ops_tensor *x, const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_dropout_explain(ops_handle handle, const ops_dropout_params *params,
+                                       const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 OPS_API ops_status ops_reduce_explain(ops_handle handle, const ops_reduce_params *params,
                                       const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 
@@ -128,6 +140,7 @@ typedef struct ops_kernel_info {
   const char *unit;           /* the unit bounding its arithmetic: "cpu", "ffma", "wgmma_f16", ... */
   double efficiency;          /* fraction of peak the cost model assumes */
   const char *tests;          /* the test targets that exercise it */
+  int32_t vector_bytes;       /* bytes per global-memory access of one thread */
 } ops_kernel_info;
 
 /* Number of kernels in this build; ops_kernel_info_at(i) for i in 0..count-1. */

@@ -55,7 +55,11 @@ typedef enum ops_op {
   OPS_OP_BINARY = 8,
   OPS_OP_REDUCE = 9,
   OPS_OP_SCALE = 10,
-  OPS_OP_EW_CHAIN = 11 /* a fused chain of elementwise ops; reached through ops_fuse plans */
+  OPS_OP_EW_CHAIN = 11, /* a fused chain of elementwise ops; reached through ops_fuse plans */
+  OPS_OP_DROPOUT = 12,
+  OPS_OP_LAYERNORM_BACKWARD = 13,
+  OPS_OP_RMSNORM_BACKWARD = 14,
+  OPS_OP_SOFTMAX_BACKWARD = 15
 } ops_op;
 
 /* Pointwise functions: ops_unary, and the activation of a GEMM epilogue. Stable values. */
@@ -191,6 +195,48 @@ OPS_API ops_status ops_rmsnorm_workspace_size(ops_handle handle, const ops_norm_
                                               const ops_tensor *x, const ops_tensor *weight,
                                               const ops_tensor *y, size_t *bytes);
 
+/* ---- backward ------------------------------------------------------------------------- */
+
+typedef struct ops_norm_backward_params {
+  uint32_t struct_size;
+  const ops_tensor *dweight; /* optional output [N]: sum over rows of dy * xhat; f32 or weight's dtype */
+  const ops_tensor *dbias;   /* optional output [N]: sum over rows of dy; f32 or weight's dtype */
+} ops_norm_backward_params;
+
+OPS_API void ops_norm_backward_params_init(ops_norm_backward_params *params);
+
+/* LayerNorm backward: dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy * weight,
+ * xhat = (x - mean) rstd, means over the last axis.
+ *   dy, x  [..., N]  the forward's output gradient and normalized input (x + residual when
+ *                    the add was fused); f32, f16 or bf16, one dtype
+ *   weight [N]       as in the forward
+ *   mean, rstd       f32, x's shape without the last axis: the forward's mean_out, rstd_out
+ *   dx     [..., N]  output, x's dtype; in place on dy allowed */
+OPS_API ops_status ops_layernorm_backward(ops_handle handle, const ops_norm_backward_params *params,
+                                          const ops_tensor *dy, const ops_tensor *x,
+                                          const ops_tensor *weight, const ops_tensor *mean,
+                                          const ops_tensor *rstd, const ops_tensor *dx, void *workspace,
+                                          size_t workspace_bytes);
+
+OPS_API ops_status ops_layernorm_backward_workspace_size(ops_handle handle,
+                                                         const ops_norm_backward_params *params,
+                                                         const ops_tensor *dy, const ops_tensor *x,
+                                                         const ops_tensor *weight, const ops_tensor *mean,
+                                                         const ops_tensor *rstd, const ops_tensor *dx,
+                                                         size_t *bytes);
+
+/* RMSNorm backward: dx = rstd (g - xhat mean(g xhat)), xhat = x rstd. As layernorm, no mean. */
+OPS_API ops_status ops_rmsnorm_backward(ops_handle handle, const ops_norm_backward_params *params,
+                                        const ops_tensor *dy, const ops_tensor *x, const ops_tensor *weight,
+                                        const ops_tensor *rstd, const ops_tensor *dx, void *workspace,
+                                        size_t workspace_bytes);
+
+OPS_API ops_status ops_rmsnorm_backward_workspace_size(ops_handle handle,
+                                                       const ops_norm_backward_params *params,
+                                                       const ops_tensor *dy, const ops_tensor *x,
+                                                       const ops_tensor *weight, const ops_tensor *rstd,
+                                                       const ops_tensor *dx, size_t *bytes);
+
 /* ------------------------------------------------------------------------------------ */
 /* Softmax over the last axis                                                            */
 /* ------------------------------------------------------------------------------------ */
@@ -212,6 +258,16 @@ OPS_API ops_status ops_softmax(ops_handle handle, const ops_softmax_params *para
 OPS_API ops_status ops_softmax_workspace_size(ops_handle handle, const ops_softmax_params *params,
                                               const ops_tensor *x, const ops_tensor *y,
                                               size_t *bytes);
+
+/* Softmax backward: dx = scale * y * (dy - sum_j dy_j y_j), y the forward's output.
+ *   dy, y, dx  [..., N], one dtype; dx in place on dy allowed. params: the forward's. */
+OPS_API ops_status ops_softmax_backward(ops_handle handle, const ops_softmax_params *params,
+                                        const ops_tensor *dy, const ops_tensor *y, const ops_tensor *dx,
+                                        void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_softmax_backward_workspace_size(ops_handle handle, const ops_softmax_params *params,
+                                                       const ops_tensor *dy, const ops_tensor *y,
+                                                       const ops_tensor *dx, size_t *bytes);
 
 /* ------------------------------------------------------------------------------------ */
 /* Elementwise                                                                           */
@@ -296,6 +352,28 @@ OPS_API ops_status ops_scale(ops_handle handle, const ops_scale_params *params, 
 
 OPS_API ops_status ops_scale_workspace_size(ops_handle handle, const ops_scale_params *params,
                                             const ops_tensor *x, const ops_tensor *y, size_t *bytes);
+
+typedef struct ops_dropout_params {
+  uint32_t struct_size;
+  float p;         /* probability of dropping an element, in [0, 1]; default 0 */
+  uint64_t seed;   /* Philox key */
+  uint64_t offset; /* Philox counter offset: lets successive calls draw fresh numbers */
+} ops_dropout_params;
+
+OPS_API void ops_dropout_params_init(ops_dropout_params *params);
+
+/* y = x * keep / (1 - p) (y = 0 where dropped; p = 1 drops all). Element i, in x's logical
+ * row-major order, is kept when u_i >= p, u_i a uniform in [0, 1) from Philox4x32-10 with
+ * key = seed and counter = offset + i / 4 (word i % 4, top 24 bits). The mask is a pure
+ * function of (seed, offset, i), identical on every backend and for any strides: the
+ * backward pass is the same call on dy with the same seed and offset, no mask stored.
+ * A caller that drops n elements per call advances offset by ceil(n / 4).
+ *   x  f32, f16 or bf16;  y  x's shape and dtype; in place on x allowed. */
+OPS_API ops_status ops_dropout(ops_handle handle, const ops_dropout_params *params, const ops_tensor *x,
+                               const ops_tensor *y, void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_dropout_workspace_size(ops_handle handle, const ops_dropout_params *params,
+                                              const ops_tensor *x, const ops_tensor *y, size_t *bytes);
 
 /* ------------------------------------------------------------------------------------ */
 /* Reductions                                                                            */

@@ -30,7 +30,11 @@ enum {
   OPSI_F_BROADCAST = 1u << 12,   /* elementwise: some input broadcasts */
   OPSI_F_STRIDED = 1u << 13,     /* some operand is not contiguous row-major */
   OPSI_F_KEEPDIM = 1u << 14,     /* reduce */
-  OPSI_F_DV_NE_D = 1u << 15      /* SDPA: value head dim differs from the query's */
+  OPSI_F_DV_NE_D = 1u << 15,     /* SDPA: value head dim differs from the query's */
+  /* reduce layouts (after collapsing dims), as features only the general kernels have: */
+  OPSI_F_REDUCE_NOT_INNER = 1u << 16,  /* the reduced elements are not one unit-stride innermost run */
+  OPSI_F_REDUCE_NOT_COLUMNS = 1u << 17, /* not [R, K] with the K outputs one unit-stride run */
+  OPSI_F_DWEIGHT = 1u << 18             /* norm backward: dweight written */
 };
 
 /* The dispatcher's summary of one call. Plain data: compared and hashed as bytes by the
@@ -67,7 +71,8 @@ typedef struct opsi_launch_info {
 
 typedef struct opsi_launch {
   ops_handle handle;
-  void *stream; /* cudaStream_t */
+  int32_t sm_count; /* the device's multiprocessors, for grid sizing */
+  void *stream;     /* cudaStream_t */
   void *workspace;
   size_t workspace_bytes;
   opsi_launch_info *info; /* filled by the launcher */

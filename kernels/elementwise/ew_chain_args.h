@@ -15,7 +15,13 @@
 #define OPSI_CHAIN_MAX_STEPS 8
 #define OPSI_CHAIN_MAX_OPERANDS 4
 
-typedef enum { OPSI_STEP_UNARY, OPSI_STEP_BINARY, OPSI_STEP_SCALE, OPSI_STEP_SIN_AFFINE } opsi_step_kind;
+typedef enum {
+  OPSI_STEP_UNARY,
+  OPSI_STEP_BINARY,
+  OPSI_STEP_SCALE,
+  OPSI_STEP_SIN_AFFINE,
+  OPSI_STEP_DROPOUT /* a = p, b = 1 / (1 - p); needs the element's logical index (GPU programs) */
+} opsi_step_kind;
 
 typedef struct opsi_chain_step {
   int32_t kind;          /* opsi_step_kind */

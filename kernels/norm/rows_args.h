@@ -23,6 +23,11 @@ typedef struct opsi_rows_args {
   int rms;      /* 1: RMSNorm, 0: LayerNorm */
   double eps;   /* norms */
   double scale; /* softmax */
+  /* backward: dy in, x as above (softmax: the forward's y), y receives dx; the saved
+   * statistics come in through mean_out / rstd_out (inputs then); dweight / dbias out */
+  int backward;
+  ops_tensor dy, dweight, dbias;
+  int has_dweight, has_dbias;
 } opsi_rows_args;
 
 #endif /* OPSLIB_KERNELS_NORM_ROWS_ARGS_H_ */

@@ -7,5 +7,7 @@
 
 ops_status opsi_norm_cpu(const opsi_launch *ctx, const void *args);
 ops_status opsi_softmax_cpu(const opsi_launch *ctx, const void *args);
+ops_status opsi_norm_backward_cpu(const opsi_launch *ctx, const void *args);
+ops_status opsi_softmax_backward_cpu(const opsi_launch *ctx, const void *args);
 
 #endif /* OPSLIB_KERNELS_NORM_ROWS_CPU_H_ */

@@ -1,7 +1,8 @@
 /*
  * The validated operands of one ops_reduce call, normalized by the dispatcher: the axes
  * of x are split into kept axes (the outer walk, one output each) and reduced axes (the
- * inner walk). y is seen through y_strides, one stride per kept axis of x.
+ * inner walk). y is seen through y_strides, one stride per kept axis of x. Both groups are
+ * collapsed: extents of 1 dropped, neighbours merged where they step as one dim.
  */
 #ifndef OPSLIB_KERNELS_REDUCE_REDUCE_ARGS_H_
 #define OPSLIB_KERNELS_REDUCE_REDUCE_ARGS_H_

@@ -1,0 +1,107 @@
+/*
+ * Device helpers every CUDA kernel family shares: dtype conversion to and from float,
+ * 16-byte vectors (one load or store instruction per thread per access), warp and block
+ * reductions, and the dtype dispatch of the launchers. Kernels compute in f32 whatever
+ * their storage dtype, and round once when storing.
+ */
+#ifndef OPSLIB_KERNELS_COMMON_CUDA_COMMON_CUH_
+#define OPSLIB_KERNELS_COMMON_CUDA_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "opslib/tensor.h"
+
+namespace opsi {
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* Element `i` of a tensor whose dtype is only known at run time (weights that may be f32
+ * or the input's dtype). */
+__device__ __forceinline__ float load_any(const void *p, int64_t i, int32_t dtype) {
+  switch (dtype) {
+    case OPS_DTYPE_F16: return __half2float(static_cast<const __half *>(p)[i]);
+    case OPS_DTYPE_BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+    default: return static_cast<const float *>(p)[i];
+  }
+}
+
+/* 16 bytes of T: the unit of every vectorized access. */
+template <typename T> struct alignas(16) vec16 {
+  static constexpr int N = 16 / sizeof(T);
+  T v[N];
+};
+
+template <typename T> __device__ __forceinline__ vec16<T> load16(const T *p) {
+  vec16<T> r;
+  *reinterpret_cast<uint4 *>(&r) = __ldg(reinterpret_cast<const uint4 *>(p));
+  return r;
+}
+
+template <typename T> __device__ __forceinline__ vec16<T> load16_stream(const T *p) {
+  vec16<T> r; /* read once: do not keep in L1 */
+  *reinterpret_cast<uint4 *>(&r) = __ldcs(reinterpret_cast<const uint4 *>(p));
+  return r;
+}
+
+template <typename T> __device__ __forceinline__ void store16(T *p, const vec16<T> &v) {
+  *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(&v);
+}
+
+template <typename T> __device__ __forceinline__ void store16_stream(T *p, const vec16<T> &v) {
+  __stcs(reinterpret_cast<uint4 *>(p), *reinterpret_cast<const uint4 *>(&v));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
+/* Blocks for a grid-stride kernel over `work_items`: one item per thread, at most enough
+ * blocks to fill each of `sm_count` SMs `per_sm` times. */
+inline int grid_for(int64_t work_items, int threads, int sm_count, int per_sm) {
+  const int64_t want = (work_items + threads - 1) / threads;
+  const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * per_sm;
+  return (int)(want < 1 ? 1 : want < cap ? want : cap);
+}
+
+}  // namespace opsi
+
+/* Runs BODY with T bound to the storage type of DTYPE (f32, f16 or bf16). */
+#define OPSI_DISPATCH_FLOAT(DTYPE, T, ...)           \
+  switch (DTYPE) {                                   \
+    case OPS_DTYPE_F16: {                            \
+      using T = __half;                              \
+      __VA_ARGS__;                                   \
+      break;                                         \
+    }                                                \
+    case OPS_DTYPE_BF16: {                           \
+      using T = __nv_bfloat16;                       \
+      __VA_ARGS__;                                   \
+      break;                                         \
+    }                                                \
+    default: {                                       \
+      using T = float;                               \
+      __VA_ARGS__;                                   \
+      break;                                         \
+    }                                                \
+  }
+
+#endif /* OPSLIB_KERNELS_COMMON_CUDA_COMMON_CUH_ */

@@ -1,0 +1,5 @@
+// The elementwise kernels for f32 (one dtype per file, so the builds run in parallel).
+#include "kernels/elementwise/ew_gpu_kernels.cuh"
+
+template void opsi::launch_ew_program<float>(const opsi_ew_gpu_program &, int, int, cudaStream_t, int, int32_t *,
+                                            int32_t *);

@@ -1,0 +1,245 @@
+/*
+ * The reduction kernels (sum / mean / max / min in f32, any input dtype):
+ *   rows:    the reduced elements are one unit-stride run per output; a warp (runs of up to
+ *            8192) or a 256-thread block per output, 16-byte loads four deep when aligned;
+ *            few long rows are cut into chunks across blocks (partials, then a combine).
+ *   columns: x is [R, K] with the K outputs unit-stride; each thread owns 16 bytes of
+ *            columns and walks a chunk of rows; chunks combine in order in a second pass.
+ *   strided: anything else; a block per output walks the collapsed reduced index space.
+ * Every combine has a fixed order: results are bitwise reproducible; no atomics.
+ * Max / min propagate NaN. An empty reduction gives the identity (mean: 0 / 0 = NaN).
+ */
+#ifndef OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_
+#define OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_
+
+#include "kernels/common/cuda_common.cuh"
+#include "opslib/ops.h"
+
+namespace opsi {
+
+struct reduce_geom {
+  const void *x;
+  void *y;
+  int32_t y_dtype;
+  int32_t op;
+  float *partial;     /* workspace: [outputs, splits] (rows) or [splits, K] (columns) */
+  int64_t outputs;
+  int64_t reduced;    /* elements per output */
+  int64_t splits;
+  int64_t chunk;      /* reduced elements per split */
+  int32_t kept_ndim;
+  int64_t kept_shape[OPS_MAX_DIMS];
+  int64_t kept_x[OPS_MAX_DIMS];
+  int64_t kept_y[OPS_MAX_DIMS];
+  int32_t red_ndim;
+  int64_t red_shape[OPS_MAX_DIMS];
+  int64_t red_x[OPS_MAX_DIMS];
+};
+
+__device__ __forceinline__ float red_identity(int32_t op) {
+  return op == OPS_REDUCE_MAX ? -INFINITY : op == OPS_REDUCE_MIN ? INFINITY : 0.0f;
+}
+
+__device__ __forceinline__ float red_combine(int32_t op, float a, float b) {
+  if (op == OPS_REDUCE_SUM || op == OPS_REDUCE_MEAN) return a + b;
+  if (a != a || b != b) return __int_as_float(0x7fc00000);
+  return op == OPS_REDUCE_MAX ? fmaxf(a, b) : fminf(a, b);
+}
+
+__device__ __forceinline__ float warp_reduce(int32_t op, float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = red_combine(op, v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
+/* All 256 threads of the block; the result in every thread. */
+__device__ __forceinline__ float block_reduce256(int32_t op, float v) {
+  __shared__ float part[8];
+  v = warp_reduce(op, v);
+  __syncthreads(); /* part[] may still be read by a previous call */
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = part[0];
+#pragma unroll
+  for (int w = 1; w < 8; ++w) v = red_combine(op, v, part[w]);
+  return v;
+}
+
+__device__ __forceinline__ void store_output(const reduce_geom &g, int64_t out, float acc) {
+  if (g.op == OPS_REDUCE_MEAN) acc = acc / (float)g.reduced;
+  int64_t off = 0, rest = out;
+  for (int d = g.kept_ndim - 1; d >= 0; --d) {
+    off += (rest % g.kept_shape[d]) * g.kept_y[d];
+    rest /= g.kept_shape[d];
+  }
+  switch (g.y_dtype) {
+    case OPS_DTYPE_F16: static_cast<__half *>(g.y)[off] = __float2half_rn(acc); break;
+    case OPS_DTYPE_BF16: static_cast<__nv_bfloat16 *>(g.y)[off] = __float2bfloat16_rn(acc); break;
+    default: static_cast<float *>(g.y)[off] = acc; break;
+  }
+}
+
+__device__ __forceinline__ int64_t kept_x_offset(const reduce_geom &g, int64_t out) {
+  int64_t off = 0;
+  for (int d = g.kept_ndim - 1; d >= 0; --d) {
+    off += (out % g.kept_shape[d]) * g.kept_x[d];
+    out /= g.kept_shape[d];
+  }
+  return off;
+}
+
+/* G threads per output (32 or 256): the rows kernel. */
+template <typename T, int VEC, int G>
+__global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce_geom g) {
+  constexpr int GROUPS = 256 / G;
+  const int lane = threadIdx.x % G;
+  const int64_t tasks = g.outputs * g.splits;
+  for (int64_t task = (int64_t)blockIdx.x * GROUPS + threadIdx.x / G; task < tasks; task += (int64_t)gridDim.x * GROUPS) {
+    const int64_t out = task / g.splits, part = task % g.splits;
+    const T *row = static_cast<const T *>(g.x) + kept_x_offset(g, out);
+    const int64_t lo = part * g.chunk, hi = min(g.reduced, lo + g.chunk);
+    float acc = red_identity(g.op);
+    if (VEC > 1) {
+      const int64_t vlo = lo / VEC, vhi = hi / VEC; /* chunks and runs are multiples of VEC */
+      int64_t v = vlo + lane;
+      for (; v + 3 * G < vhi; v += 4 * G) { /* four 16-byte loads in flight */
+        vec16<T> a = load16_stream(row + v * VEC), b = load16_stream(row + (v + G) * VEC);
+        vec16<T> c = load16_stream(row + (v + 2 * G) * VEC), d = load16_stream(row + (v + 3 * G) * VEC);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          acc = red_combine(g.op, acc, red_combine(g.op, red_combine(g.op, to_f(a.v[j]), to_f(b.v[j])),
+                                                   red_combine(g.op, to_f(c.v[j]), to_f(d.v[j]))));
+        }
+      }
+      for (; v < vhi; v += G) {
+        const vec16<T> a = load16_stream(row + v * VEC);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc = red_combine(g.op, acc, to_f(a.v[j]));
+      }
+    } else {
+      for (int64_t i = lo + lane; i < hi; i += G) acc = red_combine(g.op, acc, to_f(row[i]));
+    }
+    acc = G == 32 ? warp_reduce(g.op, acc) : block_reduce256(g.op, acc);
+    if (lane == 0) {
+      if (g.splits == 1) {
+        store_output(g, out, acc);
+      } else {
+        g.partial[out * g.splits + part] = acc;
+      }
+    }
+  }
+}
+
+/* Combines the split partials of each output, in split order. */
+static __global__ void reduce_partials_kernel(const reduce_geom g, int columns) {
+  for (int64_t out = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; out < g.outputs; out += (int64_t)gridDim.x * blockDim.x) {
+    float acc = red_identity(g.op);
+    for (int64_t s = 0; s < g.splits; ++s) {
+      acc = red_combine(g.op, acc, g.partial[columns ? s * g.outputs + out : out * g.splits + s]);
+    }
+    store_output(g, out, acc);
+  }
+}
+
+/* Each thread: VEC adjacent columns over one chunk of rows. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(256) reduce_columns_kernel(const reduce_geom g) {
+  const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+  if (c >= g.outputs) return;
+  const int64_t part = blockIdx.y, lo = part * g.chunk, hi = min(g.reduced, lo + g.chunk);
+  const int64_t rs = g.red_ndim > 0 ? g.red_x[0] : 0;
+  const T *x = static_cast<const T *>(g.x) + c;
+  float acc[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) acc[j] = red_identity(g.op);
+  if (VEC > 1) {
+    int64_t r = lo;
+    for (; r + 3 < hi; r += 4) {
+      vec16<T> a = load16_stream(x + r * rs), b = load16_stream(x + (r + 1) * rs);
+      vec16<T> d = load16_stream(x + (r + 2) * rs), e = load16_stream(x + (r + 3) * rs);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        acc[j] = red_combine(g.op, acc[j], red_combine(g.op, red_combine(g.op, to_f(a.v[j]), to_f(b.v[j])),
+                                                       red_combine(g.op, to_f(d.v[j]), to_f(e.v[j]))));
+      }
+    }
+    for (; r < hi; ++r) {
+      const vec16<T> a = load16_stream(x + r * rs);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[j] = red_combine(g.op, acc[j], to_f(a.v[j]));
+    }
+  } else {
+    for (int64_t r = lo; r < hi; ++r) acc[0] = red_combine(g.op, acc[0], to_f(x[r * rs]));
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    if (c + j >= g.outputs) break;
+    if (g.splits == 1) {
+      store_output(g, c + j, acc[j]);
+    } else {
+      g.partial[part * g.outputs + c + j] = acc[j];
+    }
+  }
+}
+
+/* A block per output; threads walk the reduced index space. */
+template <typename T>
+__global__ void __launch_bounds__(256) reduce_strided_kernel(const reduce_geom g) {
+  for (int64_t out = blockIdx.x; out < g.outputs; out += gridDim.x) {
+    const T *x = static_cast<const T *>(g.x) + kept_x_offset(g, out);
+    float acc = red_identity(g.op);
+    for (int64_t i = threadIdx.x; i < g.reduced; i += blockDim.x) {
+      int64_t off = 0, rest = i;
+      for (int d = g.red_ndim - 1; d >= 0; --d) {
+        off += (rest % g.red_shape[d]) * g.red_x[d];
+        rest /= g.red_shape[d];
+      }
+      acc = red_combine(g.op, acc, to_f(x[off]));
+    }
+    acc = block_reduce256(g.op, acc);
+    if (threadIdx.x == 0) store_output(g, out, acc);
+  }
+}
+
+enum { REDUCE_ROWS = 0, REDUCE_COLUMNS = 1, REDUCE_STRIDED = 2 };
+
+/* Launches `kind` for T (vec16: 16-byte loads); returns grid and block for the profiler. */
+template <typename T>
+void launch_reduce(const reduce_geom &g, int kind, int vec16, cudaStream_t stream, int sm_count, int32_t *grid,
+                   int32_t *block) {
+  constexpr int V = 16 / sizeof(T);
+  const int cap = (sm_count > 0 ? sm_count : 132) * 8;
+  if (kind == REDUCE_ROWS) {
+    const int g_threads = (g.splits == 1 && g.reduced <= 8192) ? 32 : 256;
+    const int64_t tasks = g.outputs * g.splits;
+    const int64_t want = g_threads == 32 ? (tasks + 7) / 8 : tasks;
+    const int blocks = (int)(want < cap ? want : cap);
+    if (g_threads == 32) {
+      if (vec16) reduce_rows_kernel<T, V, 32><<<blocks, 256, 0, stream>>>(g);
+      else reduce_rows_kernel<T, 1, 32><<<blocks, 256, 0, stream>>>(g);
+    } else {
+      if (vec16) reduce_rows_kernel<T, V, 256><<<blocks, 256, 0, stream>>>(g);
+      else reduce_rows_kernel<T, 1, 256><<<blocks, 256, 0, stream>>>(g);
+    }
+    grid[0] = blocks;
+  } else if (kind == REDUCE_COLUMNS) {
+    const int per = vec16 ? V : 1;
+    const dim3 blocks((unsigned)((g.outputs + 256 * per - 1) / (256 * per)), (unsigned)g.splits);
+    if (vec16) reduce_columns_kernel<T, V><<<blocks, 256, 0, stream>>>(g);
+    else reduce_columns_kernel<T, 1><<<blocks, 256, 0, stream>>>(g);
+    grid[0] = (int32_t)blocks.x, grid[1] = (int32_t)blocks.y;
+  } else {
+    const int blocks = (int)(g.outputs < cap ? g.outputs : cap);
+    reduce_strided_kernel<T><<<blocks, 256, 0, stream>>>(g);
+    grid[0] = blocks;
+  }
+  *block = 256;
+  if (g.splits > 1) {
+    const int blocks = (int)((g.outputs + 255) / 256 < cap ? (g.outputs + 255) / 256 : cap);
+    reduce_partials_kernel<<<blocks, 256, 0, stream>>>(g, kind == REDUCE_COLUMNS);
+  }
+}
+
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_ */

@@ -7,6 +7,11 @@
 #   tools/pack_gpu_bundle.sh [--archs sm_90a] [OUT_DIR]      (default OUT_DIR: gpu_bundle)
 #   OUT_DIR/run_all.sh [--sanitizer] [--bench] [--filter REGEX]
 #
+# Every binary embeds every kernel, so the folder is large (tens of MB); it also comes as
+# one xz archive, gpu_carry/bundle.tar.xz (a few MB: the binaries share most of their
+# bytes), for hosts reached through a size-capped copy:
+#   tar xJf gpu_carry/bundle.tar.xz && gpu_bundle/run_all.sh --sanitizer --bench
+#
 # The default arch list is sm_90a alone: the H100 runs it, and every binary stays small.
 set -eu
 cd "$(dirname "$0")/.."
@@ -43,5 +48,7 @@ cp tools/bundle_run_all.sh "$out/run_all.sh"
 cp tools/count_bundle.py "$out/count_bundle.py"
 chmod +x "$out/run_all.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
-du -sh "$out"
+mkdir -p gpu_carry
+tar cf - "$out" | xz -6e --lzma2=dict=128MiB > gpu_carry/bundle.tar.xz
+du -sh "$out" gpu_carry/bundle.tar.xz
 ls "$out/bin" "$out/lib"

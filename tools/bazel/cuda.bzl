@@ -50,6 +50,8 @@ def _cuda_object_impl(ctx):
     args.add_all(["-c", src.path, "-o", obj.path])
     args.add_all(["-std=c++17", "-O3", "-DNDEBUG", "-Xcompiler", "-fPIC", "-Xptxas", "-v"])
     args.add_all(["--expt-relaxed-constexpr", "-Werror", "all-warnings"])
+    # compressed device code: about 4x smaller binaries (each one embeds every kernel)
+    args.add("-Xfatbin=-compress-all")
     if ctx.attr._lineinfo[BuildSettingValue].value:
         args.add("-lineinfo")
     args.add_all(_gencode_flags(ctx.attr._archs[BuildSettingValue].value))

@@ -1,9 +1,103 @@
 /* Capability rows of the row-wise ops: ops_layernorm, ops_rmsnorm, ops_softmax. */
-#include "capabilities/cpu_row.h"
+#include "capabilities/cuda_row.h"
 #include "capabilities/kernel_ids.h"
 #include "kernels/norm/rows_cpu.h"
+#include "kernels/norm/rows_cuda.h"
+#include "kernels/norm/rows_plan.h"
 
 #define NORM_FLAGS (OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_RESIDUAL_OUT | OPSI_F_STATS_OUT | OPSI_F_STRIDED)
+
+/* ---- CUDA rows (kernels/norm/rows_gpu.cuh; work layout in rows_plan.c) ---------------- */
+
+#define ROWS_CUDA_COMMON                                                                       \
+  OPSI_CUDA_ROW_COMMON, .variants = OPSI_ALL_VARIANTS, .stages = 0, .deterministic = 1,        \
+  .unit = OPSI_UNIT_FFMA, .tiling = OPSI_NO_TILING, .tests = OPSI_GPU_TESTS
+
+#define FWD_ORDER(stats)                                                                        \
+  "per row: " stats " over the thread's registers, butterfly shuffles, the row's warps in order"
+
+/* The four forward variants of one op; `features` its flags (the vec16 ones drop STRIDED). */
+#define FWD_ROWS(OPNAME, OPID, ID, features, fused, stats)                                                      \
+  {                                                                                                            \
+      .id = ID##_WARP_VEC16, .name = "cuda_" OPNAME "_warp_vec16", .op = OPID, ROWS_CUDA_COMMON,              \
+      .flags = (features) & ~OPSI_F_STRIDED, .fuses = (fused), .align = 16,                                    \
+      .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .dim_max = {[OPSI_ROWS_COLS] = OPSI_ROWS_WARP_MAX_COLS},        \
+      .threads = 256, .vector_bytes = 16, .efficiency = 0.92f, .bytes_factor = 1.0f,                            \
+      .roles = {{"row warps", 8, "1 warp per row, 8 rows per block; a lane holds <= 32 floats of its row: "    \
+                                 "one read, one write"}},                                                    \
+      .smem_layout = "none: warp shuffles only", .smem_bytes = 128,                                            \
+      .reduction_order = FWD_ORDER(stats), .workspace_formula = "0", .launch = opsi_rows_cuda_warp_vec16,       \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_BLOCK_VEC16, .name = "cuda_" OPNAME "_block_vec16", .op = OPID, ROWS_CUDA_COMMON,            \
+      .flags = (features) & ~OPSI_F_STRIDED, .fuses = (fused), .align = 16,                                    \
+      .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .dim_max = {[OPSI_ROWS_COLS] = OPSI_ROWS_FWD_MAX_COLS},          \
+      .threads = 1024, .vector_bytes = 16, .efficiency = 0.90f, .bytes_factor = 1.0f,                           \
+      .roles = {{"row groups", 32, "1..32 warps per row: the fewest whose threads hold <= 16 floats each; "     \
+                                   "256 threads or one row per block"}},                                   \
+      .smem_layout = "128 B: one partial per warp for the row's cross-warp reduction", .smem_bytes = 128,      \
+      .reduction_order = FWD_ORDER(stats), .workspace_formula = "0", .launch = opsi_rows_cuda_block_vec16,      \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_BLOCK, .name = "cuda_" OPNAME "_block", .op = OPID, ROWS_CUDA_COMMON, .flags = (features),   \
+      .fuses = (fused), .align = 1, .dim_max = {[OPSI_ROWS_COLS] = OPSI_ROWS_FWD_MAX_COLS}, .threads = 1024,   \
+      .vector_bytes = 0, .efficiency = 0.55f, .bytes_factor = 1.0f,                                            \
+      .roles = {{"row groups", 32, "1..32 warps per row, one element per load at any stride; "                 \
+                                   "a thread holds <= 16 floats"}},                                        \
+      .smem_layout = "128 B: one partial per warp for the row's cross-warp reduction", .smem_bytes = 128,      \
+      .reduction_order = FWD_ORDER(stats), .workspace_formula = "0", .launch = opsi_rows_cuda_block,            \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_SPLIT, .name = "cuda_" OPNAME "_split", .op = OPID, ROWS_CUDA_COMMON, .flags = (features),   \
+      .fuses = (fused), .align = 1, .threads = 256, .vector_bytes = 0, .efficiency = 0.75f,                    \
+      .bytes_factor = 1.5f,                                                                                    \
+      .roles = {{"slice blocks", 8, "a block per 8192-element slice of a row: stats pass, then apply pass "    \
+                                    "(the row is read twice)"}},                                           \
+      .smem_layout = "64 B: per-warp partials of the slice", .smem_bytes = 64,                                 \
+      .reduction_order = "per slice: lane-strided partials, butterfly, warps in order; slices merged in order",\
+      .workspace_formula = "rows * slices * 8 bytes, slices = ceil(N / 8192)",                                 \
+      .workspace = opsi_rows_split_workspace, .launch = opsi_rows_cuda_split,                                  \
+  }
+
+#define BWD_ORDER "per row: sums over registers, butterfly, warps in order; dweight / dbias: " \
+  "per-thread over its group's rows, then the groups' partial rows in order"
+
+/* The three backward variants of one op; `held` floats per thread in the register ones. */
+#define BWD_ROWS(OPNAME, OPID, ID, features, max_cols, held_text, ws_vec, ws_block, ws_stream)                 \
+  {                                                                                                            \
+      .id = ID##_VEC16, .name = "cuda_" OPNAME "_vec16", .op = OPID, ROWS_CUDA_COMMON,                         \
+      .flags = (features) & ~OPSI_F_STRIDED, .align = 16, .dim_multiple = {[OPSI_ROWS_COLS] = 8},              \
+      .dim_max = {[OPSI_ROWS_COLS] = (max_cols)}, .threads = 1024, .vector_bytes = 16, .efficiency = 0.85f,    \
+      .bytes_factor = 1.05f,                                                                                   \
+      .roles = {{"row groups", 32, "1..32 warps per row, the fewest whose threads hold " held_text "; "        \
+                                   "about 128K threads of groups, each walking every groups-th row"}},     \
+      .smem_layout = "128 B: one partial per warp for the row's cross-warp reductions", .smem_bytes = 128,     \
+      .reduction_order = BWD_ORDER,                                                                            \
+      .workspace_formula = "groups * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",         \
+      .workspace = ws_vec, .launch = opsi_rows_cuda_bwd_vec16,                                                 \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_BLOCK, .name = "cuda_" OPNAME "_block", .op = OPID, ROWS_CUDA_COMMON, .flags = (features),   \
+      .align = 1, .dim_max = {[OPSI_ROWS_COLS] = (max_cols)}, .threads = 1024, .vector_bytes = 0,              \
+      .efficiency = 0.45f, .bytes_factor = 1.05f,                                                              \
+      .roles = {{"row groups", 32, "1..32 warps per row, one element per load at any stride; threads hold "    \
+                held_text}},                                                                                \
+      .smem_layout = "128 B: one partial per warp for the row's cross-warp reductions", .smem_bytes = 128,     \
+      .reduction_order = BWD_ORDER,                                                                            \
+      .workspace_formula = "groups * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",         \
+      .workspace = ws_block, .launch = opsi_rows_cuda_bwd_block,                                               \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_STREAM, .name = "cuda_" OPNAME "_stream", .op = OPID, ROWS_CUDA_COMMON, .flags = (features), \
+      .align = 1, .threads = 256, .vector_bytes = 0, .efficiency = 0.7f, .bytes_factor = 2.0f,                 \
+      .roles = {{"row blocks", 8, "a block per row, the row read twice (sums, then dx); dweight / dbias by "   \
+                                  "a column pass over dy and x before"}},                                  \
+      .smem_layout = "128 B: one partial per warp", .smem_bytes = 128,                                         \
+      .reduction_order = "per row: lane-strided sums, butterfly, warps in order; dweight / dbias: rows in "    \
+                         "order within chunks, chunks in order",                                             \
+      .workspace_formula = "chunks * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",        \
+      .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream,                                             \
+  }
 
 const opsi_kernel_row opsi_layernorm_rows[] = {
     {
@@ -20,6 +114,8 @@ const opsi_kernel_row opsi_layernorm_rows[] = {
         .reduction_order = "per row: mean, then centred variance, double, index order",
         .launch = opsi_norm_cpu,
     },
+    FWD_ROWS("layernorm", OPS_OP_LAYERNORM, OPSI_KERNEL_CUDA_LAYERNORM, NORM_FLAGS,
+             OPSI_F_RESIDUAL | OPSI_F_RESIDUAL_OUT, "sum, then centred sum of squares"),
 };
 const size_t opsi_layernorm_row_count = sizeof opsi_layernorm_rows / sizeof opsi_layernorm_rows[0];
 
@@ -38,6 +134,8 @@ const opsi_kernel_row opsi_rmsnorm_rows[] = {
         .reduction_order = "per row: sum of squares in double, index order",
         .launch = opsi_norm_cpu,
     },
+    FWD_ROWS("rmsnorm", OPS_OP_RMSNORM, OPSI_KERNEL_CUDA_RMSNORM, NORM_FLAGS, OPSI_F_RESIDUAL | OPSI_F_RESIDUAL_OUT,
+             "sum of squares"),
 };
 const size_t opsi_rmsnorm_row_count = sizeof opsi_rmsnorm_rows / sizeof opsi_rmsnorm_rows[0];
 
@@ -56,6 +154,7 @@ const opsi_kernel_row opsi_softmax_rows[] = {
         .reduction_order = "per row: max, then sum of exp in double, index order",
         .launch = opsi_softmax_cpu,
     },
+    FWD_ROWS("softmax", OPS_OP_SOFTMAX, OPSI_KERNEL_CUDA_SOFTMAX, OPSI_F_STRIDED, 0, "max, then sum of exp"),
 };
 const size_t opsi_softmax_row_count = sizeof opsi_softmax_rows / sizeof opsi_softmax_rows[0];
 
@@ -71,8 +170,11 @@ const opsi_kernel_row opsi_layernorm_backward_rows[] = {
         .reduction_order = "per row: mean(g), mean(g xhat) in double; dweight / dbias per column over rows in order",
         .workspace_formula = "0",
         .launch = opsi_norm_backward_cpu,
-        .tests = "//tests/kernels:norm_backward_test",
+        .tests = "//tests/kernels:norm_backward_test //tests/errors:backward_errors_test",
     },
+    BWD_ROWS("layernorm_backward", OPS_OP_LAYERNORM_BACKWARD, OPSI_KERNEL_CUDA_LAYERNORM_BWD, OPSI_F_DWEIGHT | OPSI_F_BIAS | OPSI_F_STRIDED,
+             OPSI_ROWS_NORM_BWD_MAX_COLS, "<= 8 floats of dy * w and of xhat", opsi_rows_bwd_vec16_workspace,
+             opsi_rows_bwd_scalar_workspace, opsi_rows_bwd_stream_workspace),
 };
 const size_t opsi_layernorm_backward_row_count = sizeof opsi_layernorm_backward_rows / sizeof opsi_layernorm_backward_rows[0];
 
@@ -88,8 +190,11 @@ const opsi_kernel_row opsi_rmsnorm_backward_rows[] = {
         .reduction_order = "per row: mean(g xhat) in double; dweight / dbias per column over rows in order",
         .workspace_formula = "0",
         .launch = opsi_norm_backward_cpu,
-        .tests = "//tests/kernels:norm_backward_test",
+        .tests = "//tests/kernels:norm_backward_test //tests/errors:backward_errors_test",
     },
+    BWD_ROWS("rmsnorm_backward", OPS_OP_RMSNORM_BACKWARD, OPSI_KERNEL_CUDA_RMSNORM_BWD, OPSI_F_DWEIGHT | OPSI_F_BIAS | OPSI_F_STRIDED,
+             OPSI_ROWS_NORM_BWD_MAX_COLS, "<= 8 floats of dy * w and of xhat", opsi_rows_bwd_vec16_workspace,
+             opsi_rows_bwd_scalar_workspace, opsi_rows_bwd_stream_workspace),
 };
 const size_t opsi_rmsnorm_backward_row_count = sizeof opsi_rmsnorm_backward_rows / sizeof opsi_rmsnorm_backward_rows[0];
 
@@ -105,7 +210,9 @@ const opsi_kernel_row opsi_softmax_backward_rows[] = {
         .reduction_order = "per row: sum(dy y) in double, index order",
         .workspace_formula = "0",
         .launch = opsi_softmax_backward_cpu,
-        .tests = "//tests/kernels:norm_backward_test",
+        .tests = "//tests/kernels:norm_backward_test //tests/errors:backward_errors_test",
     },
+    BWD_ROWS("softmax_backward", OPS_OP_SOFTMAX_BACKWARD, OPSI_KERNEL_CUDA_SOFTMAX_BWD, OPSI_F_STRIDED,
+             OPSI_ROWS_SM_BWD_MAX_COLS, "<= 16 floats of dy and of y", NULL, NULL, NULL),
 };
 const size_t opsi_softmax_backward_row_count = sizeof opsi_softmax_backward_rows / sizeof opsi_softmax_backward_rows[0];

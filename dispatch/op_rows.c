@@ -44,6 +44,7 @@ static ops_status rows_common(const opsi_vctx *v, const char *xn, const ops_tens
   snprintf(why, sizeof why, "%s's shape", xn);
   OPSI_TRY(opsi_check_shape(v, yn, y, x->ndim, x->shape, why));
   memset(a, 0, sizeof *a);
+  a->op = op;
   a->x = *x;
   a->y = *y;
   a->lead_ndim = x->ndim - 1;

@@ -77,6 +77,19 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
       f = (p->op == OPS_OP_SOFTMAX ? 4.0 : 7.0) * n;
       break;
     }
+    case OPS_OP_LAYERNORM_BACKWARD:
+    case OPS_OP_RMSNORM_BACKWARD:
+    case OPS_OP_SOFTMAX_BACKWARD: { /* dy and x (softmax: y) read, dx written */
+      const double rows = (double)d[OPSI_ROWS_ROWS], cols = (double)d[OPSI_ROWS_COLS], n = rows * cols;
+      b = in * n * 3.0;
+      if (p->op != OPS_OP_SOFTMAX_BACKWARD) {
+        b += 4.0 * cols + 4.0 * rows * (p->op == OPS_OP_LAYERNORM_BACKWARD ? 2.0 : 1.0);
+        if (p->flags & OPSI_F_DWEIGHT) b += 4.0 * cols;
+        if (p->flags & OPSI_F_BIAS) b += 4.0 * cols;
+      }
+      f = (p->op == OPS_OP_SOFTMAX_BACKWARD ? 3.0 : 10.0) * n;
+      break;
+    }
     case OPS_OP_REDUCE: {
       const double n = (double)d[OPSI_REDUCE_OUT] * (double)d[OPSI_REDUCE_INNER];
       b = in * n + out * (double)d[OPSI_REDUCE_OUT];

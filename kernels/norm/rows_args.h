@@ -12,6 +12,7 @@
 #include "opslib/tensor.h"
 
 typedef struct opsi_rows_args {
+  int32_t op; /* ops_op: which of the row-wise ops */
   int lead_ndim;
   int64_t lead_shape[OPS_MAX_DIMS];
   int64_t rows; /* product of lead_shape */

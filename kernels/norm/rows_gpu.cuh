@@ -1,0 +1,588 @@
+/*
+ * The row kernels: LayerNorm, RMSNorm and softmax over the last axis, forward and backward,
+ * computing in f32 whatever the storage dtype. The work layout is rows_plan.h's.
+ *
+ * Register variants (rows that fit on chip): a group of `tpr` threads per row (a warp, or
+ * up to 1024 threads), `rpb` rows per block; each thread holds its `vpt` vectors of the
+ * row in registers (16-byte loads when the rows are aligned, else one element per load),
+ * so the row is read once and written once. Group reductions: butterfly shuffles within
+ * warps, then the group's warps through shared memory, in a fixed order.
+ *   LayerNorm: mean, then the centred variance, both from registers (no cancellation).
+ *   Softmax:   max, then the sum of exp(z - max) with the exponentials kept for the output.
+ *   Backward:  sum(g), sum(g xhat) (softmax: sum(dy y)) from registers, then dx; dweight and
+ *              dbias accumulate per thread over the rows its group walks and are written as
+ *              one partial row per group, summed in group order by a column kernel.
+ * Split variant (forward, any row length): a row cut into slices of OPSI_ROWS_SLICE, one
+ * block each; a stats kernel writes per-slice partials (mean and M2, sum of squares, or max
+ * and sum of exp), an apply kernel merges its row's partials in slice order and writes.
+ * Stream variant (backward, any row length): a block per row reads the row twice.
+ * Every order is fixed: results are bitwise reproducible run to run; no atomics.
+ */
+#ifndef OPSLIB_KERNELS_NORM_ROWS_GPU_CUH_
+#define OPSLIB_KERNELS_NORM_ROWS_GPU_CUH_
+
+#include "kernels/common/cuda_common.cuh"
+#include "kernels/norm/rows_plan.h"
+
+namespace opsi {
+
+enum { ROW_LN = 0, ROW_RMS = 1, ROW_SOFTMAX = 2 };
+/* The row tensors: each has leading strides and (all but the statistics) a last-axis stride. */
+enum { T_X = 0, T_RES, T_Y, T_RES_OUT, T_DY, T_MEAN, T_RSTD, T_COUNT };
+
+struct row_geom {
+  int32_t op;
+  int64_t rows, cols;
+  int32_t lead_ndim;
+  int64_t lead_shape[OPS_MAX_DIMS];
+  int64_t lead[T_COUNT][OPS_MAX_DIMS]; /* leading strides per tensor, in elements */
+  int64_t col[T_COUNT];                /* last-axis strides */
+  const void *x, *res, *dy;            /* backward: x is softmax's y */
+  void *y, *res_out;                   /* backward: y receives dx */
+  float *mean, *rstd;                  /* forward: outputs (may be NULL); backward: inputs */
+  const void *w, *b;
+  int32_t dtype, w_dtype;              /* b has w's dtype */
+  int64_t w_stride, b_stride;
+  void *dw, *db;
+  int32_t dw_dtype, db_dtype;
+  int64_t dw_stride, db_stride;
+  float eps, scale;
+  opsi_rows_config cfg;
+  float *ws;
+};
+
+__device__ __forceinline__ int64_t row_off(const row_geom &g, int64_t row, int t) {
+  int64_t off = 0;
+  for (int d = g.lead_ndim - 1; d >= 0; --d) {
+    off += (row % g.lead_shape[d]) * g.lead[t][d];
+    row /= g.lead_shape[d];
+  }
+  return off;
+}
+
+__device__ __forceinline__ void store_any(void *p, int64_t i, int32_t dtype, float v) {
+  switch (dtype) {
+    case OPS_DTYPE_F16: static_cast<__half *>(p)[i] = __float2half_rn(v); break;
+    case OPS_DTYPE_BF16: static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float *>(p)[i] = v; break;
+  }
+}
+
+/* The sum (or max) over the `tpr` threads of this thread's row group, in a fixed order;
+ * every thread of the block calls it (it holds barriers when groups span warps). */
+template <bool MAX>
+__device__ __forceinline__ float group_reduce(float v, int tpr, float *smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    v = MAX ? fmaxf(v, u) : v + u;
+  }
+  if (tpr <= 32) return v;
+  __syncthreads(); /* the previous reduction's readers are done with smem */
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+  __syncthreads();
+  const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg;
+  float r = smem[first];
+  for (int w = 1; w < wpg; ++w) r = MAX ? fmaxf(r, smem[first + w]) : r + smem[first + w];
+  return r;
+}
+
+/* Loads vector `vi` (VEC elements) of a row into out[]: one 16-byte load when VEC > 1. */
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const T *p, int64_t vi, int64_t stride, float *out) {
+  if (VEC > 1) {
+    const vec16<T> v = load16(p + vi * VEC);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = to_f(v.v[j]);
+  } else {
+    out[0] = to_f(p[vi * stride]);
+  }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T *p, int64_t vi, int64_t stride, const float *in) {
+  if (VEC > 1) {
+    vec16<T> v;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v.v[j] = from_f<T>(in[j]);
+    store16(p + vi * VEC, v);
+  } else {
+    p[vi * stride] = from_f<T>(in[0]);
+  }
+}
+
+/* Vector `vi` of a weight-like [N] tensor of dtype f32 or T: 16-byte loads when VEC > 1
+ * (the vec16 rows need unit stride and 16-byte alignment of every operand). */
+template <typename T, int VEC>
+__device__ __forceinline__ void load_param(const void *p, int64_t vi, int64_t stride, int32_t dtype, float *out) {
+  if (VEC > 1) {
+    if (dtype == OPS_DTYPE_F32) {
+      const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + vi * VEC);
+#pragma unroll
+      for (int h = 0; h < VEC / 4; ++h) {
+        const float4 f = __ldg(q + h);
+        out[4 * h] = f.x, out[4 * h + 1] = f.y, out[4 * h + 2] = f.z, out[4 * h + 3] = f.w;
+      }
+    } else {
+      load_vec<T, VEC>(static_cast<const T *>(p), vi, 1, out);
+    }
+  } else {
+    out[0] = load_any(p, vi * stride, dtype);
+  }
+}
+
+/* ---- forward, register variants --------------------------------------------------- */
+
+template <typename T, int VEC, int MAXV, int MAXT>
+__global__ void __launch_bounds__(MAXT) row_forward_kernel(const row_geom g) {
+  __shared__ float smem[32];
+  const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
+  const int nvec = (int)(g.cols / VEC); /* register variants: cols <= 16384 */
+  const float inv_n = 1.0f / (float)g.cols;
+  for (int64_t row0 = (int64_t)blockIdx.x * g.cfg.rpb; row0 < g.rows; row0 += (int64_t)gridDim.x * g.cfg.rpb) {
+    const int64_t row = row0 + threadIdx.x / tpr;
+    const bool active = row < g.rows;
+    bool valid[MAXV];
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) valid[k] = active && k < g.cfg.vpt && lane + k * tpr < nvec;
+    float v[MAXV][VEC];
+    const T *x = active ? static_cast<const T *>(g.x) + row_off(g, row, T_X) : nullptr;
+    const T *r = active && g.res ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!valid[k]) continue;
+      load_vec<T, VEC>(x, lane + k * tpr, g.col[T_X], v[k]);
+    }
+    if (r != nullptr) {
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        if (!valid[k]) continue;
+        float rv[VEC];
+        load_vec<T, VEC>(r, lane + k * tpr, g.col[T_RES], rv);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[k][j] += rv[j];
+      }
+    }
+    float mean = 0.0f, rstd = 0.0f, inv_s = 0.0f, m = -INFINITY;
+    if (g.op == ROW_SOFTMAX) {
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        if (!valid[k]) continue;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) m = fmaxf(m, g.scale * v[k][j]);
+      }
+      m = group_reduce<true>(m, tpr, smem);
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        if (!valid[k]) continue;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          v[k][j] = m == -INFINITY ? 0.0f : __expf(g.scale * v[k][j] - m); /* kept for the output */
+          s += v[k][j];
+        }
+      }
+      s = group_reduce<false>(s, tpr, smem);
+      inv_s = s > 0.0f ? 1.0f / s : 0.0f; /* an all -inf row: 0, never NaN */
+    } else {
+      float acc = 0.0f;
+      if (g.op == ROW_LN) {
+#pragma unroll
+        for (int k = 0; k < MAXV; ++k) {
+          if (!valid[k]) continue;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) acc += v[k][j];
+        }
+        mean = group_reduce<false>(acc, tpr, smem) * inv_n;
+        acc = 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        if (!valid[k]) continue;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc += (v[k][j] - mean) * (v[k][j] - mean);
+      }
+      rstd = rsqrtf(group_reduce<false>(acc, tpr, smem) * inv_n + g.eps);
+    }
+    if (!active) continue;
+    T *y = static_cast<T *>(g.y) + row_off(g, row, T_Y);
+    T *ro = g.res_out ? static_cast<T *>(g.res_out) + row_off(g, row, T_RES_OUT) : nullptr;
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!valid[k]) continue;
+      const int vi = lane + k * tpr;
+      if (ro != nullptr) store_vec<T, VEC>(ro, vi, g.col[T_RES_OUT], v[k]);
+      float out[VEC];
+      if (g.op == ROW_SOFTMAX) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) out[j] = v[k][j] * inv_s;
+      } else {
+        float w[VEC], b[VEC];
+        load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
+        if (g.b != nullptr) {
+          load_param<T, VEC>(g.b, vi, g.b_stride, g.w_dtype, b);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) b[j] = 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) out[j] = (v[k][j] - mean) * rstd * w[j] + b[j];
+      }
+      store_vec<T, VEC>(y, vi, g.col[T_Y], out);
+    }
+    if (lane == 0 && g.op != ROW_SOFTMAX) {
+      if (g.mean != nullptr) g.mean[row_off(g, row, T_MEAN)] = mean;
+      if (g.rstd != nullptr) g.rstd[row_off(g, row, T_RSTD)] = rstd;
+    }
+  }
+}
+
+/* ---- forward, split variant -------------------------------------------------------- */
+
+/* (max, sum of exp(z - max)) pairs: merge b into a. */
+__device__ __forceinline__ void merge_ms(float &m, float &s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return; /* both empty (or all -inf) */
+  s = s * __expf(m - mm) + s2 * __expf(m2 - mm);
+  m = mm;
+}
+
+/* (count, mean, M2) pairs merged with Chan's formula: b into a. */
+__device__ __forceinline__ void merge_welford(float &n, float &mean, float &m2, float n2, float mean2, float m22) {
+  const float nn = n + n2;
+  if (n2 == 0.0f) return;
+  const float d = mean2 - mean;
+  mean += d * (n2 / nn);
+  m2 += m22 + d * d * (n * (n2 / nn));
+  n = nn;
+}
+
+template <typename T>
+__device__ __forceinline__ float row_value(const row_geom &g, const T *x, const T *r, int64_t c) {
+  float v = to_f(x[c * g.col[T_X]]);
+  if (r != nullptr) v += to_f(r[c * g.col[T_RES]]);
+  return v;
+}
+
+/* Block (row, slice): the slice's statistics into ws[(row * slices + slice) * 2 + {0, 1}]:
+ * LayerNorm (mean, M2); RMSNorm (-, sum of squares); softmax (max, sum of exp). */
+template <typename T>
+__global__ void __launch_bounds__(256) row_split_stats_kernel(const row_geom g) {
+  __shared__ float sa[8], sb[8];
+  const int64_t slices = g.cfg.slices, row = blockIdx.x / slices, slice = blockIdx.x % slices;
+  const int64_t lo = slice * OPSI_ROWS_SLICE, hi = min(g.cols, lo + OPSI_ROWS_SLICE);
+  const T *x = static_cast<const T *>(g.x) + row_off(g, row, T_X);
+  const T *r = g.res ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float a, b;
+  if (g.op == ROW_SOFTMAX) {
+    float m = -INFINITY, s = 0.0f;
+    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+      const float z = g.scale * row_value<T>(g, x, r, c);
+      if (z > m) {
+        s = (m == -INFINITY ? 0.0f : s * __expf(m - z)) + 1.0f;
+        m = z;
+      } else if (z != -INFINITY) {
+        s += __expf(z - m);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      merge_ms(m, s, __shfl_xor_sync(0xFFFFFFFFu, m, o), __shfl_xor_sync(0xFFFFFFFFu, s, o));
+    }
+    m = __shfl_sync(0xFFFFFFFFu, m, 0), s = __shfl_sync(0xFFFFFFFFu, s, 0); /* lane 0's order */
+    if (lane == 0) sa[warp] = m, sb[warp] = s;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    a = sa[0], b = sb[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) merge_ms(a, b, sa[w], sb[w]);
+  } else {
+    /* sums shifted by the slice's first value: a stable variance without a division per element */
+    const float shift = g.op == ROW_LN ? row_value<T>(g, x, r, lo) : 0.0f;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+      const float v = row_value<T>(g, x, r, c) - shift;
+      s1 += v;
+      s2 += v * v;
+    }
+    s1 = warp_sum(s1), s2 = warp_sum(s2);
+    if (lane == 0) sa[warp] = s1, sb[warp] = s2;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    s1 = sa[0], s2 = sb[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) s1 += sa[w], s2 += sb[w];
+    const float n = (float)(hi - lo);
+    a = shift + s1 / n;                      /* mean */
+    b = g.op == ROW_LN ? fmaxf(s2 - s1 * s1 / n, 0.0f) : s2; /* M2, or the sum of squares */
+  }
+  g.ws[(row * slices + slice) * 2] = a;
+  g.ws[(row * slices + slice) * 2 + 1] = b;
+}
+
+/* Block (row, slice): merges the row's partials in slice order, then writes the slice. */
+template <typename T>
+__global__ void __launch_bounds__(256) row_split_apply_kernel(const row_geom g) {
+  const int64_t slices = g.cfg.slices, row = blockIdx.x / slices, slice = blockIdx.x % slices;
+  float n = 0.0f, a = g.op == ROW_SOFTMAX ? -INFINITY : 0.0f, b = 0.0f;
+  for (int64_t s = 0; s < slices; ++s) {
+    const float pa = g.ws[(row * slices + s) * 2], pb = g.ws[(row * slices + s) * 2 + 1];
+    const float cnt = (float)(min(g.cols, (s + 1) * OPSI_ROWS_SLICE) - s * OPSI_ROWS_SLICE);
+    if (g.op == ROW_LN) merge_welford(n, a, b, cnt, pa, pb);
+    else if (g.op == ROW_RMS) b += pb;
+    else merge_ms(a, b, pa, pb);
+  }
+  const float mean = g.op == ROW_LN ? a : 0.0f;
+  const float rstd = g.op == ROW_SOFTMAX ? 0.0f : rsqrtf(b / (float)g.cols + g.eps);
+  const float inv_s = g.op == ROW_SOFTMAX && b > 0.0f ? 1.0f / b : 0.0f;
+  const int64_t lo = slice * OPSI_ROWS_SLICE, hi = min(g.cols, lo + OPSI_ROWS_SLICE);
+  const T *x = static_cast<const T *>(g.x) + row_off(g, row, T_X);
+  const T *r = g.res ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
+  T *y = static_cast<T *>(g.y) + row_off(g, row, T_Y);
+  T *ro = g.res_out ? static_cast<T *>(g.res_out) + row_off(g, row, T_RES_OUT) : nullptr;
+  for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
+    const float v = row_value<T>(g, x, r, c);
+    float o;
+    if (g.op == ROW_SOFTMAX) {
+      o = a == -INFINITY ? 0.0f : __expf(g.scale * v - a) * inv_s;
+    } else {
+      o = (v - mean) * rstd * load_any(g.w, c * g.w_stride, g.w_dtype);
+      if (g.b != nullptr) o += load_any(g.b, c * g.b_stride, g.w_dtype);
+    }
+    if (ro != nullptr) ro[c * g.col[T_RES_OUT]] = from_f<T>(v); /* after every read of x, r */
+    y[c * g.col[T_Y]] = from_f<T>(o);
+  }
+  if (slice == 0 && threadIdx.x == 0 && g.op != ROW_SOFTMAX) {
+    if (g.mean != nullptr) g.mean[row_off(g, row, T_MEAN)] = mean;
+    if (g.rstd != nullptr) g.rstd[row_off(g, row, T_RSTD)] = rstd;
+  }
+}
+
+/* ---- backward -------------------------------------------------------------------- */
+
+/* Register variant. The grid's row groups (gridDim.x * rpb of them) walk rows g, g + groups,
+ * ...; with PARTIALS, group g's dweight / dbias partials go to ws[g * cols + c] and
+ * ws[(groups + g) * cols + c]. Norms hold g = dy * w and xhat; softmax holds dy and y. */
+template <typename T, int VEC, int MAXV, bool PARTIALS>
+__global__ void __launch_bounds__(1024) row_backward_kernel(const row_geom g) {
+  __shared__ float smem[32];
+  const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
+  const int nvec = (int)(g.cols / VEC);
+  const int64_t groups = (int64_t)gridDim.x * g.cfg.rpb;
+  const int64_t gi = (int64_t)blockIdx.x * g.cfg.rpb + threadIdx.x / tpr;
+  const float inv_n = 1.0f / (float)g.cols;
+  const bool norm = g.op != ROW_SOFTMAX;
+  float pdw[PARTIALS ? MAXV : 1][VEC], pdb[PARTIALS ? MAXV : 1][VEC];
+  if (PARTIALS) {
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) pdw[k][j] = pdb[k][j] = 0.0f;
+    }
+  }
+  /* the block's groups take the same number of trips (its first group's), for the barriers */
+  for (int64_t row0 = (int64_t)blockIdx.x * g.cfg.rpb; row0 < g.rows; row0 += groups) {
+    const int64_t row = row0 + threadIdx.x / tpr;
+    const bool active = row < g.rows;
+    bool valid[MAXV];
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) valid[k] = active && k < g.cfg.vpt && lane + k * tpr < nvec;
+    float a[MAXV][VEC], h[MAXV][VEC]; /* norms: g, xhat; softmax: dy, y */
+    const T *dyp = active ? static_cast<const T *>(g.dy) + row_off(g, row, T_DY) : nullptr;
+    const T *xp = active ? static_cast<const T *>(g.x) + row_off(g, row, T_X) : nullptr;
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!valid[k]) continue;
+      load_vec<T, VEC>(dyp, lane + k * tpr, g.col[T_DY], a[k]);
+      load_vec<T, VEC>(xp, lane + k * tpr, g.col[T_X], h[k]);
+    }
+    const float mean = active && g.op == ROW_LN ? g.mean[row_off(g, row, T_MEAN)] : 0.0f;
+    const float rstd = active && norm ? g.rstd[row_off(g, row, T_RSTD)] : 0.0f;
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!valid[k]) continue;
+      if (norm) {
+        float w[VEC];
+        load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float xhat = (h[k][j] - mean) * rstd, dy = a[k][j];
+          if (PARTIALS) pdw[k][j] += dy * xhat, pdb[k][j] += dy;
+          h[k][j] = xhat;
+          a[k][j] = dy * w[j];
+          s1 += a[k][j];
+          s2 += a[k][j] * xhat;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s1 += a[k][j] * h[k][j];
+      }
+    }
+    if (g.op == ROW_LN) s1 = group_reduce<false>(s1, tpr, smem);
+    if (norm) s2 = group_reduce<false>(s2, tpr, smem);
+    else s1 = group_reduce<false>(s1, tpr, smem);
+    if (!active) continue;
+    const float m1 = g.op == ROW_LN ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
+    T *dx = static_cast<T *>(g.y) + row_off(g, row, T_Y);
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!valid[k]) continue;
+      float out[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        out[j] = norm ? rstd * (a[k][j] - m1 - h[k][j] * m2) : g.scale * h[k][j] * (a[k][j] - s1);
+      }
+      store_vec<T, VEC>(dx, lane + k * tpr, g.col[T_Y], out);
+    }
+  }
+  if (!PARTIALS || gi >= groups || g.ws == nullptr) return;
+  const bool want_dw = g.dw != nullptr, want_db = g.db != nullptr;
+  float *pw = g.ws + gi * g.cols;
+  float *pb = g.ws + ((want_dw ? groups : 0) + gi) * g.cols;
+#pragma unroll
+  for (int k = 0; k < MAXV; ++k) {
+    const int vi = lane + k * tpr;
+    if (k >= g.cfg.vpt || vi >= nvec) continue;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if (want_dw) pw[vi * VEC + j] = pdw[k][j];
+      if (want_db) pb[vi * VEC + j] = pdb[k][j];
+    }
+  }
+}
+
+/* Stream variant: a block of 256 per row, the row read twice (sums, then dx). */
+template <typename T>
+__global__ void __launch_bounds__(256) row_backward_stream_kernel(const row_geom g) {
+  __shared__ float smem[32];
+  const bool norm = g.op != ROW_SOFTMAX;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const T *dy = static_cast<const T *>(g.dy) + row_off(g, row, T_DY);
+    const T *x = static_cast<const T *>(g.x) + row_off(g, row, T_X);
+    const float mean = g.op == ROW_LN ? g.mean[row_off(g, row, T_MEAN)] : 0.0f;
+    const float rstd = norm ? g.rstd[row_off(g, row, T_RSTD)] : 0.0f;
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int64_t c = threadIdx.x; c < g.cols; c += blockDim.x) {
+      const float d = to_f(dy[c * g.col[T_DY]]), xv = to_f(x[c * g.col[T_X]]);
+      if (norm) {
+        const float gj = d * load_any(g.w, c * g.w_stride, g.w_dtype);
+        s1 += gj;
+        s2 += gj * (xv - mean) * rstd;
+      } else {
+        s1 += d * xv;
+      }
+    }
+    s1 = group_reduce<false>(s1, 256, smem);
+    s2 = group_reduce<false>(s2, 256, smem);
+    const float m1 = g.op == ROW_LN ? s1 / (float)g.cols : 0.0f, m2 = s2 / (float)g.cols;
+    T *dx = static_cast<T *>(g.y) + row_off(g, row, T_Y);
+    for (int64_t c = threadIdx.x; c < g.cols; c += blockDim.x) {
+      const float d = to_f(dy[c * g.col[T_DY]]), xv = to_f(x[c * g.col[T_X]]);
+      const float o = norm ? rstd * (d * load_any(g.w, c * g.w_stride, g.w_dtype) - m1 - (xv - mean) * rstd * m2)
+                           : g.scale * xv * (d - s1);
+      dx[c * g.col[T_Y]] = from_f<T>(o);
+    }
+  }
+}
+
+/* dweight / dbias partials straight from dy and x (the stream variant): block (columns,
+ * chunk of rows); partial rows at ws[chunk * cols + c] and ws[(chunks + chunk) * cols + c]. */
+template <typename T>
+__global__ void __launch_bounds__(256) row_dweight_kernel(const row_geom g) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= g.cols) return;
+  const int64_t chunks = g.cfg.groups, per = (g.rows + chunks - 1) / chunks;
+  const int64_t lo = blockIdx.y * per, hi = min(g.rows, lo + per);
+  float dw = 0.0f, db = 0.0f;
+  for (int64_t row = lo; row < hi; ++row) {
+    const float d = to_f(static_cast<const T *>(g.dy)[row_off(g, row, T_DY) + c * g.col[T_DY]]);
+    const float xv = to_f(static_cast<const T *>(g.x)[row_off(g, row, T_X) + c * g.col[T_X]]);
+    const float mean = g.op == ROW_LN ? g.mean[row_off(g, row, T_MEAN)] : 0.0f;
+    dw += d * (xv - mean) * g.rstd[row_off(g, row, T_RSTD)];
+    db += d;
+  }
+  const bool want_dw = g.dw != nullptr;
+  if (want_dw) g.ws[blockIdx.y * g.cols + c] = dw;
+  if (g.db != nullptr) g.ws[((want_dw ? chunks : 0) + blockIdx.y) * g.cols + c] = db;
+}
+
+/* dweight / dbias = their `parts` partial rows summed in order. */
+template <typename T>
+__global__ void __launch_bounds__(256) row_partials_kernel(const row_geom g, int64_t parts) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= g.cols) return;
+  const bool want_dw = g.dw != nullptr;
+  const float *pb = g.ws + (want_dw ? parts : 0) * g.cols;
+  float dw = 0.0f, db = 0.0f;
+  for (int64_t p = 0; p < parts; ++p) {
+    if (want_dw) dw += g.ws[p * g.cols + c];
+    if (g.db != nullptr) db += pb[p * g.cols + c];
+  }
+  if (want_dw) store_any(g.dw, c * g.dw_stride, g.dw_dtype, dw);
+  if (g.db != nullptr) store_any(g.db, c * g.db_stride, g.db_dtype, db);
+}
+
+/* ---- launch ------------------------------------------------------------------------ */
+
+inline unsigned rows_grid_cap(const row_geom &g, int sm_count) {
+  const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * 32;
+  return (unsigned)(g.cfg.blocks < cap ? g.cfg.blocks : cap);
+}
+
+/* One forward variant (rows_gpu_fwd_<dtype>.cu instantiates it per dtype). */
+template <typename T>
+void launch_rows_forward(const row_geom &g, int variant, int vec16, cudaStream_t stream, int sm_count, int32_t *grid,
+                         int32_t *block) {
+  constexpr int V = 16 / sizeof(T);
+  const int threads = g.cfg.tpr * g.cfg.rpb;
+  const unsigned capped = rows_grid_cap(g, sm_count);
+  *block = threads, *grid = (int32_t)capped;
+  if (variant == OPSI_ROWS_SPLIT) {
+    row_split_stats_kernel<T><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+    row_split_apply_kernel<T><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+    *grid = (int32_t)g.cfg.blocks, *block = 256;
+  } else if (variant == OPSI_ROWS_WARP) {
+    row_forward_kernel<T, V, OPSI_ROWS_WARP_HELD / V, 256><<<capped, threads, 0, stream>>>(g);
+  } else if (vec16) {
+    row_forward_kernel<T, V, OPSI_ROWS_FWD_HELD / V, 1024><<<capped, threads, 0, stream>>>(g);
+  } else {
+    row_forward_kernel<T, 1, OPSI_ROWS_FWD_HELD, 1024><<<capped, threads, 0, stream>>>(g);
+  }
+}
+
+/* One backward variant (rows_gpu_bwd_<dtype>.cu). */
+template <typename T>
+void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_t stream, int sm_count,
+                          int32_t *grid, int32_t *block) {
+  constexpr int V = 16 / sizeof(T);
+  const int threads = g.cfg.tpr * g.cfg.rpb;
+  const unsigned capped = rows_grid_cap(g, sm_count);
+  const bool partials = g.op != ROW_SOFTMAX && (g.dw != nullptr || g.db != nullptr);
+  const unsigned col_blocks = (unsigned)((g.cols + 255) / 256);
+  *block = threads, *grid = (int32_t)capped;
+  if (variant == OPSI_ROWS_STREAM) {
+    if (partials) { /* before dx is written: dx may be dy itself */
+      row_dweight_kernel<T><<<dim3(col_blocks, (unsigned)g.cfg.groups), 256, 0, stream>>>(g);
+      row_partials_kernel<T><<<col_blocks, 256, 0, stream>>>(g, g.cfg.groups);
+    }
+    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * 32;
+    const unsigned blocks = (unsigned)(g.rows < cap ? g.rows : cap);
+    row_backward_stream_kernel<T><<<blocks, 256, 0, stream>>>(g);
+    *grid = (int32_t)blocks, *block = 256;
+  } else if (g.op == ROW_SOFTMAX) {
+    if (vec16) row_backward_kernel<T, V, OPSI_ROWS_SM_BWD_HELD / V, false><<<capped, threads, 0, stream>>>(g);
+    else row_backward_kernel<T, 1, OPSI_ROWS_SM_BWD_HELD, false><<<capped, threads, 0, stream>>>(g);
+  } else {
+    /* with partials the grid is exactly the plan's blocks: each group owns a partial row */
+    const unsigned blocks = partials ? (unsigned)g.cfg.blocks : capped;
+    constexpr int NV = OPSI_ROWS_NORM_BWD_HELD / V > 0 ? OPSI_ROWS_NORM_BWD_HELD / V : 1;
+    if (vec16) row_backward_kernel<T, V, NV, true><<<blocks, threads, 0, stream>>>(g);
+    else row_backward_kernel<T, 1, OPSI_ROWS_NORM_BWD_HELD, true><<<blocks, threads, 0, stream>>>(g);
+    if (partials) row_partials_kernel<T><<<col_blocks, 256, 0, stream>>>(g, g.cfg.groups);
+    *grid = (int32_t)blocks;
+  }
+}
+
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_NORM_ROWS_GPU_CUH_ */

@@ -1,0 +1,83 @@
+/* The work layout of the CUDA row kernels (rows_plan.h). */
+#include "kernels/norm/rows_plan.h"
+
+#include "kernels/reduce/reduce_plan.h"
+#include "opslib/ops.h"
+
+static int32_t pow2_at_least(int64_t v) {
+  int32_t p = 1;
+  while (p < v && p < OPSI_ROWS_MAX_TPR) p <<= 1;
+  return p;
+}
+
+opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t rows, int64_t cols, int vec) {
+  opsi_rows_config c = {32, 8, 1, 1, 1, 0};
+  const int64_t per = held / vec > 0 ? held / vec : 1; /* vectors a thread may hold */
+  const int64_t vectors = (cols + vec - 1) / vec;
+  if (variant == OPSI_ROWS_BLOCK) {
+    /* as few threads per row as the registers allow: every thread keeps its whole share
+     * of loads in flight at once, and the group reductions stay short */
+    c.tpr = pow2_at_least((vectors + per - 1) / per);
+    if (c.tpr < 32) c.tpr = 32;
+    c.rpb = c.tpr >= 256 ? 1 : 256 / c.tpr;
+  } else if (variant == OPSI_ROWS_SPLIT || variant == OPSI_ROWS_STREAM) {
+    c.tpr = 256, c.rpb = 1;
+  }
+  c.vpt = (int32_t)((vectors + c.tpr - 1) / c.tpr);
+  if (c.vpt < 1) c.vpt = 1;
+  c.blocks = (rows + c.rpb - 1) / c.rpb;
+  if (variant == OPSI_ROWS_SPLIT) {
+    c.slices = (cols + OPSI_ROWS_SLICE - 1) / OPSI_ROWS_SLICE;
+    if (c.slices < 1) c.slices = 1;
+    c.blocks = rows * c.slices;
+  } else if (variant == OPSI_ROWS_STREAM && partials) {
+    c.groups = opsi_reduce_column_splits(rows, cols);
+  } else if (partials) {
+    /* group g walks rows g, g + groups, ...: about one wave of groups, whole blocks */
+    int64_t groups = OPSI_ROWS_BWD_THREADS / c.tpr;
+    if (groups > rows) groups = rows;
+    c.blocks = (groups + c.rpb - 1) / c.rpb;
+    if (c.blocks < 1) c.blocks = 1;
+    c.groups = c.blocks * c.rpb;
+  }
+  return c;
+}
+
+static int vec_of(int32_t dtype) { return dtype == OPS_DTYPE_F32 ? 4 : 8; }
+
+size_t opsi_rows_split_workspace(const opsi_problem *p) {
+  const opsi_rows_config c =
+      opsi_rows_plan(OPSI_ROWS_SPLIT, 1, 0, p->dims[OPSI_ROWS_ROWS], p->dims[OPSI_ROWS_COLS], 1);
+  return (size_t)(p->dims[OPSI_ROWS_ROWS] * c.slices) * 2 * sizeof(float);
+}
+
+/* dweight and / or dbias partial rows of `groups` row groups. */
+static size_t partials(const opsi_problem *p, int64_t groups) {
+  const int n = ((p->flags & OPSI_F_DWEIGHT) != 0) + ((p->flags & OPSI_F_BIAS) != 0);
+  return (size_t)(groups * p->dims[OPSI_ROWS_COLS]) * (size_t)n * sizeof(float);
+}
+
+static int has_partials(const opsi_problem *p) {
+  return p->op != OPS_OP_SOFTMAX_BACKWARD && (p->flags & (OPSI_F_DWEIGHT | OPSI_F_BIAS)) != 0;
+}
+
+size_t opsi_rows_bwd_vec16_workspace(const opsi_problem *p) {
+  if (!has_partials(p)) return 0;
+  const opsi_rows_config c = opsi_rows_plan(OPSI_ROWS_BLOCK, OPSI_ROWS_NORM_BWD_HELD, 1, p->dims[OPSI_ROWS_ROWS],
+                                            p->dims[OPSI_ROWS_COLS], vec_of(p->dtype));
+  return partials(p, c.groups);
+}
+
+size_t opsi_rows_bwd_scalar_workspace(const opsi_problem *p) {
+  if (!has_partials(p)) return 0;
+  const opsi_rows_config c =
+      opsi_rows_plan(OPSI_ROWS_BLOCK, OPSI_ROWS_NORM_BWD_HELD, 1, p->dims[OPSI_ROWS_ROWS], p->dims[OPSI_ROWS_COLS], 1);
+  return partials(p, c.groups);
+}
+
+size_t opsi_rows_bwd_stream_workspace(const opsi_problem *p) {
+  if (!has_partials(p)) return 0;
+  const opsi_rows_config c =
+      opsi_rows_plan(OPSI_ROWS_STREAM, 1, 1, p->dims[OPSI_ROWS_ROWS], p->dims[OPSI_ROWS_COLS], 1);
+  return partials(p, c.groups);
+}

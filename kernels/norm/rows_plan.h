@@ -1,0 +1,63 @@
+/*
+ * How the CUDA row kernels (LayerNorm, RMSNorm, softmax; forward and backward) lay out
+ * their work, as functions of the problem alone, so that the capability rows' limits and
+ * workspace formulas and the launchers agree:
+ *   threads per row (tpr), rows per block (rpb), vectors per thread (vpt) of the register
+ *   variants; slices per row of the split variant; the row groups whose dweight / dbias
+ *   partial rows the backward writes.
+ */
+#ifndef OPSLIB_KERNELS_NORM_ROWS_PLAN_H_
+#define OPSLIB_KERNELS_NORM_ROWS_PLAN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common/launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  OPSI_ROWS_WARP = 0,   /* a warp per row, 8 rows per block */
+  OPSI_ROWS_BLOCK = 1,  /* 32..1024 threads per row, the row held in registers */
+  OPSI_ROWS_SPLIT = 2,  /* forward, any length: a row cut into slices across blocks, read twice */
+  OPSI_ROWS_STREAM = 3  /* backward, any length: a block per row, read twice */
+};
+
+/* Floats of a row that one thread holds in registers, per kernel. */
+#define OPSI_ROWS_WARP_HELD 32     /* forward, a warp per row: rows <= 32 * 32 = 1024 */
+#define OPSI_ROWS_FWD_HELD 16      /* forward, a block per row: rows <= 1024 * 16 = 16384 */
+#define OPSI_ROWS_NORM_BWD_HELD 8  /* norm backward (dy * w, xhat, and two partial sums each) */
+#define OPSI_ROWS_SM_BWD_HELD 16   /* softmax backward (dy, y) */
+#define OPSI_ROWS_MAX_TPR 1024
+
+#define OPSI_ROWS_WARP_MAX_COLS (32 * OPSI_ROWS_WARP_HELD)
+#define OPSI_ROWS_FWD_MAX_COLS (OPSI_ROWS_MAX_TPR * OPSI_ROWS_FWD_HELD)
+#define OPSI_ROWS_NORM_BWD_MAX_COLS (OPSI_ROWS_MAX_TPR * OPSI_ROWS_NORM_BWD_HELD)
+#define OPSI_ROWS_SM_BWD_MAX_COLS (OPSI_ROWS_MAX_TPR * OPSI_ROWS_SM_BWD_HELD)
+
+#define OPSI_ROWS_SLICE 8192            /* elements per slice of the split variant */
+#define OPSI_ROWS_BWD_THREADS 131072    /* threads the backward's row groups aim at (~1 wave) */
+
+typedef struct opsi_rows_config {
+  int32_t tpr, rpb, vpt;
+  int64_t blocks;
+  int64_t slices; /* split: slices per row */
+  int64_t groups; /* backward with partials: row groups, one partial row each */
+} opsi_rows_config;
+
+/* vec: elements per access (8 for 16-bit dtypes, 4 for f32, 1 for the scalar kernels);
+ * held: one of the *_HELD above; partials: the backward writes dweight / dbias partials. */
+opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t rows, int64_t cols, int vec);
+
+size_t opsi_rows_split_workspace(const opsi_problem *p);
+size_t opsi_rows_bwd_vec16_workspace(const opsi_problem *p);
+size_t opsi_rows_bwd_scalar_workspace(const opsi_problem *p);
+size_t opsi_rows_bwd_stream_workspace(const opsi_problem *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPSLIB_KERNELS_NORM_ROWS_PLAN_H_ */

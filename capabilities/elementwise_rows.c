@@ -102,7 +102,7 @@ const opsi_kernel_row opsi_dropout_rows[] = {
         .reduction_order = "none (pointwise); Philox4x32-10 per 4 logical elements",
         .workspace_formula = "0",
         .launch = opsi_dropout_cpu,
-        .tests = "//tests/kernels:dropout_test //tests/errors:elementwise_errors_test",
+        .tests = "//tests/kernels:dropout_test //tests/errors:backward_errors_test",
     },
     {.id = OPSI_KERNEL_CUDA_DROPOUT_VEC16, .name = "cuda_dropout_vec16", .op = OPS_OP_DROPOUT, EW_VEC16_FIELDS,
      .launch = opsi_dropout_cuda_vec16},

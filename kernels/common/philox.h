@@ -6,8 +6,8 @@
  *
  * opslib's convention: element i (row-major logical index) of a dropout call uses word
  * i % 4 of philox(counter = {lo(offset + i / 4), hi(offset + i / 4), 0, 0},
- * key = {lo(seed), hi(seed)}), as a uniform u = word * 2^-32 in [0, 1); it is kept
- * when u >= p.
+ * key = {lo(seed), hi(seed)}); its top 24 bits give u = (word >> 8) * 2^-24 in [0, 1),
+ * exact in float; the element is kept when u >= p (compared in float).
  */
 #ifndef OPSLIB_KERNELS_COMMON_PHILOX_H_
 #define OPSLIB_KERNELS_COMMON_PHILOX_H_

@@ -49,6 +49,8 @@ struct errs_fixture {
     ops_unary_params unary;
     ops_binary_params binary;
     ops_reduce_params reduce;
+    ops_norm_backward_params norm_bwd;
+    ops_dropout_params dropout;
   } p;
   int op;   /* the fixture's own selector (which op of a family) */
   ops_status (*call)(errs_fixture *f);

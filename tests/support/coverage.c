@@ -45,11 +45,10 @@ static void note(seen_kernel *k, const char *feature, size_t len) {
 }
 
 /* The problem text lists the call's features in brackets: "... [causal, gqa] align=16". */
-static void record(const ops_profile_record *r, void *user) {
-  (void)user;
+void opst_coverage_note(const char *kernel, const char *problem) {
   pthread_mutex_lock(&g_lock);
-  seen_kernel *k = kernel_slot(r->kernel_name);
-  const char *open = strchr(r->problem, '['), *close = open ? strchr(open, ']') : NULL;
+  seen_kernel *k = kernel_slot(kernel);
+  const char *open = strchr(problem, '['), *close = open ? strchr(open, ']') : NULL;
   for (const char *s = open ? open + 1 : NULL; k != NULL && s != NULL && s < close;) {
     const char *end = strchr(s, ',');
     if (end == NULL || end > close) end = close;
@@ -57,6 +56,11 @@ static void record(const ops_profile_record *r, void *user) {
     s = end + (*end == ',' ? 2 : 1);
   }
   pthread_mutex_unlock(&g_lock);
+}
+
+static void record(const ops_profile_record *r, void *user) {
+  (void)user;
+  opst_coverage_note(r->kernel_name, r->problem);
 }
 
 void opst_coverage_start(ops_handle h) {
@@ -79,12 +83,17 @@ void opst_coverage_check(const char *test_target) {
     for (int j = 0; j < g_count; ++j) {
       if (strcmp(g_seen[j].kernel, info.name) == 0) k = &g_seen[j];
     }
+    if (k == NULL) {
+      print_error("%s never ran in %s\n", info.name, test_target);
+      ++missing;
+      continue;
+    }
     const char *s = info.features;
     while (*s) {
       const char *end = strchr(s, ',');
       const size_t len = end ? (size_t)(end - s) : strlen(s);
       int found = 0;
-      for (int f = 0; k != NULL && f < k->n; ++f) {
+      for (int f = 0; f < k->n; ++f) {
         found = found || (strlen(k->features[f]) == len && strncmp(k->features[f], s, len) == 0);
       }
       if (!found) {

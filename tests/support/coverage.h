@@ -3,7 +3,7 @@
  * the kernel's own tests must exercise every one. opst_coverage_start installs a profiler
  * on the handle that records, per kernel, the features of each call it ran (read from the
  * problem text); opst_coverage_check then fails the test for every kernel whose row names
- * `test_target` in its tests and claims a feature no call used.
+ * `test_target` in its tests and never ran, or claims a feature no call used.
  */
 #ifndef OPSLIB_TESTS_SUPPORT_COVERAGE_H_
 #define OPSLIB_TESTS_SUPPORT_COVERAGE_H_
@@ -12,5 +12,9 @@
 
 void opst_coverage_start(ops_handle h);
 void opst_coverage_check(const char *test_target);
+
+/* Records that `kernel` served (or, in a dry run, would serve) a call whose problem text
+ * (ops_explain's `problem`, the profiler's `problem`) lists its features in brackets. */
+void opst_coverage_note(const char *kernel, const char *problem);
 
 #endif /* OPSLIB_TESTS_SUPPORT_COVERAGE_H_ */

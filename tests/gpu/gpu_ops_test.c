@@ -1,0 +1,1066 @@
+/*
+ * The CUDA kernels against the CPU reference. Each random problem (random shapes with odd
+ * sizes and extents of 1 and 0, random strides and offsets, broadcasting, in-place calls,
+ * f32 / f16 / bf16) runs once on the CPU handle, and then on the GPU once per CUDA kernel
+ * of its op, pinned by name: a kernel that refuses the problem must fail with
+ * OPS_ERR_UNSUPPORTED and write nothing; one that accepts it must write every element of
+ * every output (outputs start poisoned), nothing outside the views, and match the
+ * reference: relative L2 error and a per-element bound scaled to the output (f32 1e-5,
+ * f16 1e-3, bf16 5e-3 in L2). Then the dispatcher's own choice runs unpinned. At the end
+ * every CUDA kernel naming this test must have run, with every feature its row claims.
+ * Without a CUDA device (CI) it is a dry run: the same problems run on the CPU and are
+ * explained on a described H100, and the coverage check asks which kernels would have
+ * served them; the GPU-only test is skipped and says why.
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "opslib/opslib.h"
+#include "tests/support/coverage.h"
+#include "tests/support/opst.h"
+
+#define CUDA_OK(call)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      print_error("%s failed: %s\n", #call, cudaGetErrorString(e_));                    \
+      fail();                                                                           \
+    }                                                                                   \
+  } while (0)
+
+static int g_have_cuda;
+static ops_handle g_cpu, g_gpu;
+static opst_rng g_rng;
+static int g_runs, g_refusals;
+
+static const int32_t kDtypes[3] = {OPS_DTYPE_F32, OPS_DTYPE_F16, OPS_DTYPE_BF16};
+
+/* ---- one call, run on both backends ----------------------------------------------- */
+
+enum { MAXT = 12 };
+enum { IN = 0, OUT = 1, SCRATCH = 2 }; /* SCRATCH: may be written (unfused chains), not checked */
+
+typedef struct gcall gcall;
+/* Runs the op on h with the descriptors c->v; with `query`, asks its workspace size instead;
+ * with `ex`, explains it instead. */
+typedef ops_status (*run_fn)(ops_handle h, gcall *c, void *ws, size_t ws_bytes, size_t *query, ops_explain *ex);
+
+struct gcall {
+  int32_t op;
+  const char *label;
+  int n;
+  opst_tensor *h[MAXT];      /* what the GPU sees; an in-place output is a clone of its input */
+  int role[MAXT];
+  int alias[MAXT];           /* an output in place on input alias[i]; else -1 */
+  opst_tensor ref[MAXT];     /* outputs: the CPU's, contiguous */
+  const double *scale[MAXT]; /* outputs: per-element error scale; NULL: max |ref| */
+  int no_l2[MAXT];           /* outputs whose sums may cancel (reductions): element bound only */
+  ops_tensor v[MAXT];
+  run_fn run;
+  /* op parameters */
+  ops_norm_params norm;
+  ops_norm_backward_params norm_bwd;
+  ops_softmax_params softmax;
+  ops_reduce_params reduce;
+  ops_sin_affine_params sin;
+  ops_unary_params unary;
+  ops_binary_params binary;
+  ops_scale_params scale_p;
+  ops_dropout_params dropout;
+  int has[MAXT]; /* optional operands present */
+};
+
+static void add_tensor(gcall *c, opst_tensor *t, int role, int alias) {
+  assert_true(c->n < MAXT);
+  const int i = c->n++;
+  c->h[i] = t;
+  c->role[i] = role;
+  c->alias[i] = alias;
+  c->has[i] = 1;
+  if (role != IN) {
+    opst_alloc(&c->ref[i], &g_rng, t->t.dtype, t->t.ndim, t->t.shape, OPST_CONTIGUOUS);
+  }
+}
+
+/* A copy of x (buffer and view) for an output in place on x. */
+static void clone_tensor(opst_tensor *dst, const opst_tensor *src) {
+  *dst = *src;
+  dst->buf = malloc(src->bytes ? src->bytes : 1);
+  dst->snap = malloc(src->bytes ? src->bytes : 1);
+  memcpy(dst->buf, src->buf, src->bytes);
+  memcpy(dst->snap, src->buf, src->bytes);
+  dst->t.data = dst->buf + ((unsigned char *)src->t.data - src->buf);
+}
+
+static ops_tensor relocated(const opst_tensor *x, void *mem) {
+  ops_tensor d = x->t;
+  d.data = (unsigned char *)mem + ((unsigned char *)x->t.data - x->buf);
+  d.device = ops_device_cuda(0);
+  return d;
+}
+
+static double l2_tol(int32_t dt) { return dt == OPS_DTYPE_F32 ? 1e-5 : dt == OPS_DTYPE_F16 ? 1e-3 : 5e-3; }
+static double elem_tol(int32_t dt) { return dt == OPS_DTYPE_F32 ? 1e-5 : dt == OPS_DTYPE_F16 ? 2e-3 : 1.6e-2; }
+
+/* out vs ref: |o - r| <= tol (|r| + s) per element, s the element's scale or max |ref|,
+ * and the relative L2 error; NaN only where the reference has NaN. */
+static int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale, int use_l2, char *why,
+                   size_t n) {
+  const int64_t count = opst_numel(out);
+  const int32_t dt = out->t.dtype;
+  double max_ref = 0.0, num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double r = opst_at_flat(ref, i);
+    if (isfinite(r) && fabs(r) > max_ref) max_ref = fabs(r);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const double o = opst_at_flat(out, i), r = opst_at_flat(ref, i);
+    if (isnan(r) || isnan(o) || isinf(r) || isinf(o)) {
+      if (!((isnan(r) && isnan(o)) || o == r)) {
+        snprintf(why, n, "element %lld: got %g, want %g", (long long)i, o, r);
+        return 0;
+      }
+      continue;
+    }
+    const double s = scale ? scale[i] : max_ref;
+    const double bound = elem_tol(dt) * (fabs(r) + s) + 1e-30;
+    if (fabs(o - r) > bound) {
+      snprintf(why, n, "element %lld: got %.9g, want %.9g (|diff| %.3g > bound %.3g)", (long long)i, o, r,
+               fabs(o - r), bound);
+      return 0;
+    }
+    num += (o - r) * (o - r);
+    den += r * r;
+  }
+  if (use_l2 && den > 0.0 && sqrt(num / den) > l2_tol(dt)) {
+    snprintf(why, n, "relative L2 error %.3g > %.3g", sqrt(num / den), l2_tol(dt));
+    return 0;
+  }
+  return 1;
+}
+
+/* One GPU run of c on the current pin; returns 0 when the pinned kernel refused it. */
+static int gpu_run(gcall *c, void **mem, const char *kernel) {
+  /* fresh inputs, poisoned outputs */
+  for (int i = 0; i < c->n; ++i) {
+    if (c->role[i] != IN && c->alias[i] < 0) memcpy(c->h[i]->buf, c->h[i]->snap, c->h[i]->bytes);
+  }
+  for (int i = 0; i < c->n; ++i) {
+    if (c->alias[i] >= 0) continue;
+    if (c->h[i]->bytes > 0) CUDA_OK(cudaMemcpy(mem[i], c->h[i]->buf, c->h[i]->bytes, cudaMemcpyHostToDevice));
+    c->v[i] = relocated(c->h[i], mem[i]);
+  }
+  for (int i = 0; i < c->n; ++i) {
+    if (c->alias[i] >= 0) c->v[i] = relocated(c->h[i], mem[c->alias[i]]);
+  }
+  size_t ws = 0;
+  ops_status st = c->run(g_gpu, c, NULL, 0, &ws, NULL);
+  if (st == OPS_ERR_UNSUPPORTED && kernel != NULL) {
+    /* refused: the message names the kernel's reason, and the call itself writes nothing */
+    if (c->op != OPS_OP_EW_CHAIN) assert_non_null(strstr(ops_last_error(), kernel));
+    assert_int_equal(c->run(g_gpu, c, NULL, 0, NULL, NULL), OPS_ERR_UNSUPPORTED);
+    CUDA_OK(cudaDeviceSynchronize());
+    for (int i = 0; i < c->n; ++i) {
+      if (c->role[i] == IN || c->alias[i] >= 0 || c->h[i]->bytes == 0) continue;
+      CUDA_OK(cudaMemcpy(c->h[i]->buf, mem[i], c->h[i]->bytes, cudaMemcpyDeviceToHost));
+      assert_true(opst_untouched(c->h[i]));
+    }
+    ++g_refusals;
+    return 0;
+  }
+  if (st != OPS_OK) {
+    print_error("%s [%s]: workspace query: %s: %s\n", c->label, kernel ? kernel : "dispatcher", ops_status_name(st),
+                ops_last_error());
+    fail();
+  }
+  void *dws = NULL;
+  if (ws > 0) {
+    CUDA_OK(cudaMalloc(&dws, ws));
+    CUDA_OK(cudaMemset(dws, 0xFF, ws)); /* NaN-filled: a kernel that reads before writing shows it */
+  }
+  st = c->run(g_gpu, c, dws, ws, NULL, NULL);
+  if (st != OPS_OK) {
+    print_error("%s [%s]: %s: %s\n", c->label, kernel ? kernel : "dispatcher", ops_status_name(st), ops_last_error());
+    fail();
+  }
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaGetLastError());
+  cudaFree(dws);
+  char why[256];
+  for (int i = 0; i < c->n; ++i) {
+    if (c->role[i] != OUT) continue;
+    void *src = c->alias[i] >= 0 ? mem[c->alias[i]] : mem[i];
+    if (c->h[i]->bytes > 0) CUDA_OK(cudaMemcpy(c->h[i]->buf, src, c->h[i]->bytes, cudaMemcpyDeviceToHost));
+    if ((c->alias[i] < 0 && !opst_fully_written(c->h[i], why, sizeof why)) ||
+        !compare(c->h[i], &c->ref[i], c->scale[i], !c->no_l2[i], why, sizeof why)) {
+      print_error("%s [%s], output %d: %s\n", c->label, kernel ? kernel : "dispatcher's choice", i, why);
+      fail();
+    }
+  }
+  ++g_runs;
+  return 1;
+}
+
+static int is_contiguous(const ops_tensor *t) { return ops_tensor_is_contiguous(t); }
+
+/* Without a device: which CUDA kernels would accept c on a described H100 (explain on a
+ * virtual handle), noted for the coverage check; nothing runs on a GPU. */
+static void dry_call(gcall *c) {
+  for (int i = 0; i < c->n; ++i) {
+    c->v[i] = relocated(c->h[i], c->alias[i] >= 0 ? c->h[c->alias[i]]->buf : c->h[i]->buf);
+  }
+  ops_explain e;
+  e.struct_size = sizeof e;
+  if (c->op != OPS_OP_EW_CHAIN) {
+    OPST_OK(c->run(g_gpu, c, NULL, 0, NULL, &e));
+    if (e.chosen < 0) {
+      print_error("%s: no CUDA kernel would accept it: %s\n", c->label, e.problem);
+      fail();
+    }
+    for (int k = 0; k < e.count; ++k) {
+      if (e.verdicts[k].reason == OPS_REASON_ELIGIBLE) opst_coverage_note(e.verdicts[k].kernel_name, e.problem);
+    }
+    return;
+  }
+  /* chains: each chain kernel pinned in turn; the features as the dispatcher derives them */
+  const ops_tensor *y = &c->v[4], *b = &c->v[2];
+  int bcast = b->ndim != y->ndim;
+  for (int d = 0; !bcast && d < y->ndim; ++d) bcast = b->shape[d] != y->shape[d];
+  const int strided = !is_contiguous(&c->v[0]) || !is_contiguous(b) || !is_contiguous(y);
+  char problem[64];
+  snprintf(problem, sizeof problem, "ew_chain [%s%s%s]", bcast ? "broadcast" : "", bcast && strided ? ", " : "",
+           strided ? "strided" : "");
+  for (int k = 0; k < ops_kernel_count(); ++k) {
+    ops_kernel_info info;
+    info.struct_size = sizeof info;
+    OPST_OK(ops_kernel_info_at(k, &info));
+    if (info.op != c->op || info.backend != OPS_DEVICE_CUDA) continue;
+    OPST_OK(ops_handle_pin_kernel(g_gpu, info.name));
+    OPST_OK(c->run(g_gpu, c, NULL, 0, NULL, &e));
+    if (e.chosen >= 0) opst_coverage_note(info.name, problem);
+  }
+  OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
+}
+
+/* The CPU reference, then every CUDA kernel of the op pinned, then the dispatcher's pick. */
+static void check_call(gcall *c) {
+  for (int i = 0; i < c->n; ++i) c->v[i] = c->role[i] == IN ? c->h[i]->t : c->ref[i].t;
+  size_t ws = 0;
+  OPST_OK(c->run(g_cpu, c, NULL, 0, &ws, NULL));
+  void *hws = opst_workspace(ws);
+  OPST_OK(c->run(g_cpu, c, hws, ws, NULL, NULL));
+  free(hws);
+  if (!g_have_cuda) {
+    dry_call(c);
+    return;
+  }
+
+  void *mem[MAXT] = {0};
+  for (int i = 0; i < c->n; ++i) {
+    if (c->alias[i] < 0 && c->h[i]->bytes > 0) CUDA_OK(cudaMalloc(&mem[i], c->h[i]->bytes));
+  }
+  int ran = 0;
+  for (int k = 0; k < ops_kernel_count(); ++k) {
+    ops_kernel_info info;
+    info.struct_size = sizeof info;
+    OPST_OK(ops_kernel_info_at(k, &info));
+    if (info.op != c->op || info.backend != OPS_DEVICE_CUDA) continue;
+    OPST_OK(ops_handle_pin_kernel(g_gpu, info.name));
+    ran += gpu_run(c, mem, info.name);
+  }
+  OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
+  if (ran == 0) {
+    print_error("%s: no CUDA kernel accepted it\n", c->label);
+    fail();
+  }
+  assert_int_equal(gpu_run(c, mem, NULL), 1);
+  for (int i = 0; i < c->n; ++i) cudaFree(mem[i]);
+}
+
+static void free_call(gcall *c) {
+  for (int i = 0; i < c->n; ++i) {
+    if (c->role[i] != IN) opst_free(&c->ref[i]);
+  }
+}
+
+/* ---- random shapes ----------------------------------------------------------------- */
+
+/* `nd` leading extents whose product stays <= cap; now and then an extent of 0. */
+static void lead_shape(opst_rng *r, int nd, int64_t cap, int64_t *s) {
+  int64_t left = cap < 1 ? 1 : cap;
+  for (int i = 0; i < nd; ++i) {
+    s[i] = opst_int(r, 1, left < 1 ? 1 : (left < 40 ? left : 40));
+    if (i == nd - 1 && opst_chance(r, 0.5)) s[i] = opst_int(r, 1, left);
+    left /= s[i];
+  }
+  if (nd > 0 && opst_chance(r, 0.03)) s[opst_int(r, 0, nd - 1)] = 0;
+}
+
+static const int64_t kCols[] = {1, 3, 8, 17, 64, 100, 256, 1000, 1024, 1032, 2048,
+                                4096, 4104, 8192, 8200, 12000, 16384, 16392, 40000};
+
+static int64_t pick_cols(opst_rng *r) { return kCols[opst_int(r, 0, (int64_t)(sizeof kCols / sizeof kCols[0]) - 1)]; }
+
+/* The case's layouts: 0 contiguous (the vec16 kernels' case), 1 rows padded by 8 elements
+ * (aligned, not contiguous), 2 each tensor contiguous or randomly strided, 3 every other
+ * element of the last axis (a stride of 2: the scalar kernels' case). */
+static int g_layout;
+
+static void pick_layout(void) {
+  const double u = opst_uniform(&g_rng, 0, 1);
+  g_layout = u < 0.4 ? 0 : u < 0.55 ? 1 : u < 0.8 ? 2 : 3;
+}
+
+static void alloc_x(opst_tensor *t, int32_t dt, int nd, const int64_t *s) {
+  if ((g_layout == 1 || g_layout == 3) && nd > 0) {
+    int64_t wide[OPS_MAX_DIMS];
+    memcpy(wide, s, (size_t)nd * sizeof s[0]);
+    wide[nd - 1] = g_layout == 1 ? s[nd - 1] + 8 : 2 * s[nd - 1];
+    opst_alloc(t, &g_rng, dt, nd, wide, OPST_CONTIGUOUS);
+    t->t.shape[nd - 1] = s[nd - 1]; /* the view: part of each wide row */
+    if (g_layout == 3) t->t.strides[nd - 1] = 2;
+    return;
+  }
+  const int contiguous = g_layout == 0 || opst_chance(&g_rng, 0.5);
+  opst_alloc(t, &g_rng, dt, nd, s, contiguous ? OPST_CONTIGUOUS : OPST_STRIDED);
+}
+
+/* ---- row-wise ops: LayerNorm, RMSNorm, softmax, forward --------------------------- */
+
+static ops_status run_norm(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  /* tensors: 0 x, 1 weight, 2 y, then optional: 3 bias, 4 residual, 5 residual_out, 6 mean, 7 rstd */
+  ops_norm_params p = c->norm;
+  p.bias = c->has[3] ? &c->v[3] : NULL;
+  p.residual = c->has[4] ? &c->v[4] : NULL;
+  p.residual_out = c->has[5] ? &c->v[5] : NULL;
+  p.mean_out = c->has[6] ? &c->v[6] : NULL;
+  p.rstd_out = c->has[7] ? &c->v[7] : NULL;
+  if (ex) {
+    return c->op == OPS_OP_LAYERNORM ? ops_layernorm_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], ex)
+                                     : ops_rmsnorm_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], ex);
+  }
+  if (c->op == OPS_OP_LAYERNORM) {
+    return q ? ops_layernorm_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], q)
+             : ops_layernorm(h, &p, &c->v[0], &c->v[1], &c->v[2], ws, wsb);
+  }
+  return q ? ops_rmsnorm_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], q)
+           : ops_rmsnorm(h, &p, &c->v[0], &c->v[1], &c->v[2], ws, wsb);
+}
+
+static ops_status run_softmax(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  if (ex) return ops_softmax_explain(h, &c->softmax, &c->v[0], &c->v[1], ex);
+  return q ? ops_softmax_workspace_size(h, &c->softmax, &c->v[0], &c->v[1], q)
+           : ops_softmax(h, &c->softmax, &c->v[0], &c->v[1], ws, wsb);
+}
+
+/* Placeholder slots keep the tensor indices of run_norm fixed. */
+static opst_tensor g_none;
+static void add_absent(gcall *c) {
+  c->h[c->n] = &g_none;
+  c->role[c->n] = IN;
+  c->alias[c->n] = -1;
+  c->has[c->n] = 0;
+  ++c->n;
+}
+
+static const int64_t kSmallCols[] = {1, 8, 17, 64, 100, 256, 1000, 1024};
+
+/* Half the cases have rows a warp holds; half have every optional operand. */
+static int64_t pick_case_cols(opst_rng *r, int iter) {
+  return (iter / 3) % 2 == 0 ? kSmallCols[opst_int(r, 0, 7)] : pick_cols(r);
+}
+
+static void rows_forward_case(int iter) {
+  opst_rng *r = &g_rng;
+  const int32_t dt = kDtypes[opst_int(r, 0, 2)];
+  const int kind = iter % 3; /* layernorm, rmsnorm, softmax */
+  const int64_t cols = pick_case_cols(r, iter);
+  const int all = opst_chance(r, 0.5);
+  pick_layout();
+  const int nd = (int)opst_int(r, 0, 3);
+  int64_t s[4];
+  lead_shape(r, nd, 300000 / cols > 1 ? (300000 / cols < 257 ? 300000 / cols : 257) : 1, s);
+  s[nd] = cols;
+  gcall c;
+  memset(&c, 0, sizeof c);
+  char label[160];
+  opst_tensor x, w, y, b, res, res_out, mean, rstd;
+  alloc_x(&x, dt, nd + 1, s);
+  opst_fill_uniform(&x, r, -3, 3);
+  if (kind == 2 && opst_chance(r, 0.2)) { /* -inf entries, sometimes a whole row */
+    const int64_t n = opst_numel(&x);
+    const int whole = opst_chance(r, 0.5);
+    for (int64_t i = 0; i < n; ++i) {
+      if ((whole && i < cols) || opst_chance(r, 0.05)) opst_set_flat(&x, i, -INFINITY);
+    }
+    opst_snapshot(&x);
+  } else if (kind == 0 && opst_chance(r, 0.3)) { /* a large common offset: the centring must hold */
+    const int64_t n = opst_numel(&x);
+    for (int64_t i = 0; i < n; ++i) opst_set_flat(&x, i, opst_at_flat(&x, i) + 40.0);
+    opst_snapshot(&x);
+  }
+  const int in_place = opst_chance(r, 0.25);
+  if (kind == 2) {
+    c.op = OPS_OP_SOFTMAX;
+    c.run = run_softmax;
+    ops_softmax_params_init(&c.softmax);
+    c.softmax.scale = (float)opst_uniform(r, 0.1, 2.0);
+    add_tensor(&c, &x, IN, -1);
+    if (in_place) clone_tensor(&y, &x);
+    else alloc_x(&y, dt, nd + 1, s);
+    add_tensor(&c, &y, OUT, in_place ? 0 : -1);
+    snprintf(label, sizeof label, "softmax case %d %s %lld rows x %lld%s", iter, ops_dtype_name((ops_dtype)dt),
+             (long long)(opst_numel(&x) / cols), (long long)cols, in_place ? " in place" : "");
+  } else {
+    c.op = kind == 0 ? OPS_OP_LAYERNORM : OPS_OP_RMSNORM;
+    c.run = run_norm;
+    ops_norm_params_init(&c.norm);
+    c.norm.eps = opst_chance(r, 0.5) ? 1e-5f : 1e-2f;
+    const int32_t wdt = opst_chance(r, 0.5) ? dt : OPS_DTYPE_F32;
+    alloc_x(&w, wdt, 1, &cols);
+    opst_fill_uniform(&w, r, 0.5, 1.5);
+    add_tensor(&c, &x, IN, -1);
+    add_tensor(&c, &w, IN, -1);
+    if (in_place) clone_tensor(&y, &x);
+    else alloc_x(&y, dt, nd + 1, s);
+    add_tensor(&c, &y, OUT, in_place ? 0 : -1);
+    const int has_b = all || opst_chance(r, 0.5), has_res = all || opst_chance(r, 0.4);
+    const int has_ro = has_res && (all || opst_chance(r, 0.6)), ro_in_place = has_ro && opst_chance(r, 0.3);
+    const int has_mean = kind == 0 && (all || opst_chance(r, 0.4)), has_rstd = all || opst_chance(r, 0.4);
+    if (has_b) {
+      alloc_x(&b, wdt, 1, &cols);
+      opst_fill_uniform(&b, r, -1, 1);
+      add_tensor(&c, &b, IN, -1);
+    } else {
+      add_absent(&c);
+    }
+    if (has_res) {
+      alloc_x(&res, dt, nd + 1, s);
+      opst_fill_uniform(&res, r, -1, 1);
+      add_tensor(&c, &res, IN, -1);
+    } else {
+      add_absent(&c);
+    }
+    if (has_ro) {
+      if (ro_in_place) clone_tensor(&res_out, &res);
+      else alloc_x(&res_out, dt, nd + 1, s);
+      add_tensor(&c, &res_out, OUT, ro_in_place ? 4 : -1);
+    } else {
+      add_absent(&c);
+    }
+    if (has_mean) {
+      opst_alloc_any(&mean, r, OPS_DTYPE_F32, nd, s);
+      add_tensor(&c, &mean, OUT, -1);
+    } else {
+      add_absent(&c);
+    }
+    if (has_rstd) {
+      opst_alloc_any(&rstd, r, OPS_DTYPE_F32, nd, s);
+      add_tensor(&c, &rstd, OUT, -1);
+    } else {
+      add_absent(&c);
+    }
+    snprintf(label, sizeof label, "%s case %d %s %lld rows x %lld%s%s%s%s%s", kind ? "rmsnorm" : "layernorm", iter,
+             ops_dtype_name((ops_dtype)dt), (long long)(opst_numel(&x) / cols), (long long)cols,
+             in_place ? " in place" : "", has_b ? " bias" : "", has_res ? " residual" : "",
+             has_ro ? (ro_in_place ? " residual_out(in place)" : " residual_out") : "",
+             has_mean || has_rstd ? " stats" : "");
+  }
+  c.label = label;
+  check_call(&c);
+  for (int i = 0; i < c.n; ++i) {
+    if (c.has[i]) opst_free(c.h[i]);
+  }
+  free_call(&c);
+}
+
+static void rows_forward(void **state) {
+  (void)state;
+  for (int i = 0; i < 120; ++i) rows_forward_case(i);
+}
+
+/* ---- backward ------------------------------------------------------------------- */
+
+static ops_status run_norm_bwd(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  /* tensors: 0 dy, 1 x, 2 weight, 3 mean (layernorm) or absent, 4 rstd, 5 dx, 6 dweight, 7 dbias */
+  ops_norm_backward_params p = c->norm_bwd;
+  p.dweight = c->has[6] ? &c->v[6] : NULL;
+  p.dbias = c->has[7] ? &c->v[7] : NULL;
+  if (ex) {
+    return c->op == OPS_OP_LAYERNORM_BACKWARD
+               ? ops_layernorm_backward_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[3], &c->v[4], &c->v[5], ex)
+               : ops_rmsnorm_backward_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[4], &c->v[5], ex);
+  }
+  if (c->op == OPS_OP_LAYERNORM_BACKWARD) {
+    return q ? ops_layernorm_backward_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[3], &c->v[4],
+                                                     &c->v[5], q)
+             : ops_layernorm_backward(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[3], &c->v[4], &c->v[5], ws, wsb);
+  }
+  return q ? ops_rmsnorm_backward_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[4], &c->v[5], q)
+           : ops_rmsnorm_backward(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[4], &c->v[5], ws, wsb);
+}
+
+static ops_status run_softmax_bwd(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  if (ex) return ops_softmax_backward_explain(h, &c->softmax, &c->v[0], &c->v[1], &c->v[2], ex);
+  return q ? ops_softmax_backward_workspace_size(h, &c->softmax, &c->v[0], &c->v[1], &c->v[2], q)
+           : ops_softmax_backward(h, &c->softmax, &c->v[0], &c->v[1], &c->v[2], ws, wsb);
+}
+
+static void rows_backward_case(int iter) {
+  opst_rng *r = &g_rng;
+  const int32_t dt = kDtypes[opst_int(r, 0, 2)];
+  const int kind = iter % 3; /* layernorm, rmsnorm, softmax */
+  const int64_t cols = pick_case_cols(r, iter);
+  const int all = opst_chance(r, 0.5);
+  pick_layout();
+  const int nd = (int)opst_int(r, 0, 3);
+  int64_t s[4];
+  lead_shape(r, nd, 200000 / cols > 1 ? (200000 / cols < 300 ? 200000 / cols : 300) : 1, s);
+  s[nd] = cols;
+  gcall c;
+  memset(&c, 0, sizeof c);
+  char label[160];
+  opst_tensor dy, x, w, mean, rstd, dx, dw, db;
+  alloc_x(&dy, dt, nd + 1, s);
+  opst_fill_uniform(&dy, r, -1, 1);
+  alloc_x(&x, dt, nd + 1, s);
+  opst_fill_uniform(&x, r, -3, 3);
+  const int in_place = opst_chance(r, 0.25);
+  if (kind == 2) {
+    /* y: a real softmax output (the CPU's), stored in x's layout */
+    ops_softmax_params_init(&c.softmax);
+    c.softmax.scale = (float)opst_uniform(r, 0.2, 2.0);
+    OPST_OK(ops_softmax(g_cpu, &c.softmax, &x.t, &x.t, NULL, 0));
+    opst_snapshot(&x);
+    c.op = OPS_OP_SOFTMAX_BACKWARD;
+    c.run = run_softmax_bwd;
+    add_tensor(&c, &dy, IN, -1);
+    add_tensor(&c, &x, IN, -1);
+    if (in_place) clone_tensor(&dx, &dy);
+    else alloc_x(&dx, dt, nd + 1, s);
+    add_tensor(&c, &dx, OUT, in_place ? 0 : -1);
+    snprintf(label, sizeof label, "softmax_backward case %d %s %lld rows x %lld%s", iter,
+             ops_dtype_name((ops_dtype)dt), (long long)(opst_numel(&x) / cols), (long long)cols,
+             in_place ? " in place" : "");
+  } else {
+    c.op = kind == 0 ? OPS_OP_LAYERNORM_BACKWARD : OPS_OP_RMSNORM_BACKWARD;
+    c.run = run_norm_bwd;
+    ops_norm_backward_params_init(&c.norm_bwd);
+    const int32_t wdt = opst_chance(r, 0.5) ? dt : OPS_DTYPE_F32;
+    alloc_x(&w, wdt, 1, &cols);
+    opst_fill_uniform(&w, r, 0.5, 1.5);
+    /* the statistics the forward saves, from the CPU forward */
+    opst_alloc_any(&mean, r, OPS_DTYPE_F32, nd, s);
+    opst_alloc_any(&rstd, r, OPS_DTYPE_F32, nd, s);
+    opst_tensor y;
+    opst_alloc(&y, r, dt, nd + 1, s, OPST_CONTIGUOUS);
+    ops_norm_params fp;
+    ops_norm_params_init(&fp);
+    fp.rstd_out = &rstd.t;
+    fp.mean_out = kind == 0 ? &mean.t : NULL;
+    OPST_OK(kind == 0 ? ops_layernorm(g_cpu, &fp, &x.t, &w.t, &y.t, NULL, 0)
+                      : ops_rmsnorm(g_cpu, &fp, &x.t, &w.t, &y.t, NULL, 0));
+    opst_free(&y);
+    opst_snapshot(&mean);
+    opst_snapshot(&rstd);
+    add_tensor(&c, &dy, IN, -1);
+    add_tensor(&c, &x, IN, -1);
+    add_tensor(&c, &w, IN, -1);
+    if (kind == 0) add_tensor(&c, &mean, IN, -1);
+    else add_absent(&c);
+    add_tensor(&c, &rstd, IN, -1);
+    if (in_place) clone_tensor(&dx, &dy);
+    else alloc_x(&dx, dt, nd + 1, s);
+    add_tensor(&c, &dx, OUT, in_place ? 0 : -1);
+    const int has_dw = all || opst_chance(r, 0.6), has_db = all || opst_chance(r, 0.5);
+    if (has_dw) {
+      opst_alloc_any(&dw, r, opst_chance(r, 0.5) ? wdt : OPS_DTYPE_F32, 1, &cols);
+      add_tensor(&c, &dw, OUT, -1);
+    } else {
+      add_absent(&c);
+    }
+    if (has_db) {
+      opst_alloc_any(&db, r, opst_chance(r, 0.5) ? wdt : OPS_DTYPE_F32, 1, &cols);
+      add_tensor(&c, &db, OUT, -1);
+    } else {
+      add_absent(&c);
+    }
+    snprintf(label, sizeof label, "%s case %d %s %lld rows x %lld%s%s%s", kind ? "rmsnorm_backward" : "layernorm_backward",
+             iter, ops_dtype_name((ops_dtype)dt), (long long)(opst_numel(&x) / cols), (long long)cols,
+             in_place ? " in place" : "", has_dw ? " dweight" : "", has_db ? " dbias" : "");
+  }
+  /* error scales: the magnitudes of the pieces each result sums before they cancel */
+  const int64_t total = opst_numel(&x), rows = cols > 0 ? total / cols : 0;
+  double *sdx = calloc((size_t)total + 1, sizeof(double));
+  double *sdw = calloc((size_t)cols + 1, sizeof(double)), *sdb = calloc((size_t)cols + 1, sizeof(double));
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t o = row * cols;
+    double a1 = 0.0, a2 = 0.0;
+    const double mu = kind == 0 ? opst_at_flat(&mean, row) : 0.0, rs = kind != 2 ? opst_at_flat(&rstd, row) : 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const double d = opst_at_flat(&dy, o + j), v = opst_at_flat(&x, o + j);
+      if (kind == 2) {
+        a1 += fabs(d) * v;
+      } else {
+        const double xh = (v - mu) * rs, gj = d * opst_at_flat(&w, j);
+        a1 += fabs(gj), a2 += fabs(gj * xh);
+        sdw[j] += fabs(d * xh), sdb[j] += fabs(d);
+      }
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      const double d = opst_at_flat(&dy, o + j), v = opst_at_flat(&x, o + j);
+      sdx[o + j] = kind == 2 ? (double)c.softmax.scale * v * (fabs(d) + a1)
+                             : rs * (fabs(d * opst_at_flat(&w, j)) + a1 / (double)cols +
+                                     fabs((v - mu) * rs) * a2 / (double)cols);
+    }
+  }
+  for (int i = 0; i < c.n; ++i) {
+    if (c.h[i] == &dx) c.scale[i] = sdx;
+    if (kind != 2 && c.has[i] && c.h[i] == &dw) c.scale[i] = sdw;
+    if (kind != 2 && c.has[i] && c.h[i] == &db) c.scale[i] = sdb;
+  }
+  c.label = label;
+  check_call(&c);
+  free(sdx), free(sdw), free(sdb);
+  if (kind == 1) opst_free(&mean);
+  for (int i = 0; i < c.n; ++i) {
+    if (c.has[i]) opst_free(c.h[i]);
+  }
+  free_call(&c);
+}
+
+static void rows_backward(void **state) {
+  (void)state;
+  for (int i = 0; i < 90; ++i) rows_backward_case(i);
+}
+
+/* ---- reductions -------------------------------------------------------------------- */
+
+static ops_status run_reduce(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  if (ex) return ops_reduce_explain(h, &c->reduce, &c->v[0], &c->v[1], ex);
+  return q ? ops_reduce_workspace_size(h, &c->reduce, &c->v[0], &c->v[1], q)
+           : ops_reduce(h, &c->reduce, &c->v[0], &c->v[1], ws, wsb);
+}
+
+static void reduce_case(int iter) {
+  opst_rng *r = &g_rng;
+  pick_layout();
+  const int32_t dt = kDtypes[opst_int(r, 0, 2)];
+  int nd;
+  int64_t s[4];
+  /* every 4th case reduces the rows of [R, K], every 4th the columns; some are large */
+  const int big = iter % 4 == 0 ? 1 : iter % 4 == 1 ? 2 : 0;
+  if (big == 1) {
+    nd = 2, s[0] = opst_int(r, 1, 40), s[1] = opst_chance(r, 0.5) ? opst_int(r, 10000, 70000) : opst_int(r, 1, 3000);
+  } else if (big == 2) {
+    nd = 2, s[0] = opst_chance(r, 0.5) ? opst_int(r, 1000, 9000) : opst_int(r, 1, 500), s[1] = opst_int(r, 1, 300);
+  } else {
+    nd = (int)opst_int(r, 1, 4);
+    for (int i = 0; i < nd; ++i) s[i] = opst_int(r, opst_chance(r, 0.03) ? 0 : 1, nd == 1 ? 5000 : 40);
+  }
+  /* every 16th row or column case is padded with whole vectors: the strided input of the vec16 kernels */
+  const int padded_vec = big != 0 && iter % 16 < 2;
+  if (padded_vec) g_layout = 1;
+  if (padded_vec || opst_chance(r, 0.5)) s[nd - 1] = (s[nd - 1] + 7) / 8 * 8; /* whole 16-byte vectors per row */
+  gcall c;
+  memset(&c, 0, sizeof c);
+  c.op = OPS_OP_REDUCE;
+  c.run = run_reduce;
+  ops_reduce_params_init(&c.reduce);
+  c.reduce.op = (int32_t)opst_int(r, 0, 3);
+  c.reduce.keepdim = opst_chance(r, 0.3);
+  uint32_t axes = 0;
+  if (!padded_vec && opst_chance(r, 0.15)) {
+    axes = OPS_REDUCE_ALL_AXES;
+  } else if (big == 1) {
+    axes = 2;
+  } else if (big == 2) {
+    axes = 1;
+  } else {
+    for (int i = 0; i < nd; ++i) axes |= opst_chance(r, 0.5) ? 1u << i : 0u;
+    if (axes == 0) axes = 1u << opst_int(r, 0, nd - 1);
+  }
+  c.reduce.axes = axes;
+  int64_t ys[4];
+  int ynd = 0;
+  for (int i = 0; i < nd; ++i) {
+    if (axes & (1u << i)) {
+      if (c.reduce.keepdim) ys[ynd++] = 1;
+    } else {
+      ys[ynd++] = s[i];
+    }
+  }
+  opst_tensor x, y, xa;
+  alloc_x(&x, dt, nd, s);
+  opst_fill_uniform(&x, r, -2, 2);
+  const int32_t ydt = opst_chance(r, 0.5) ? dt : OPS_DTYPE_F32;
+  alloc_x(&y, ydt, ynd, ys);
+  add_tensor(&c, &x, IN, -1);
+  add_tensor(&c, &y, OUT, -1);
+  /* the error scale of sum and mean: the same reduction of |x| */
+  double *scale = NULL;
+  if (c.reduce.op == OPS_REDUCE_SUM || c.reduce.op == OPS_REDUCE_MEAN) {
+    opst_alloc(&xa, r, dt, nd, s, OPST_CONTIGUOUS);
+    const int64_t n = opst_numel(&x);
+    for (int64_t i = 0; i < n; ++i) opst_set_flat(&xa, i, fabs(opst_at_flat(&x, i)));
+    opst_tensor sa;
+    opst_alloc(&sa, r, OPS_DTYPE_F32, ynd, ys, OPST_CONTIGUOUS);
+    OPST_OK(ops_reduce(g_cpu, &c.reduce, &xa.t, &sa.t, NULL, 0));
+    const int64_t m = opst_numel(&sa);
+    scale = calloc((size_t)m + 1, sizeof(double));
+    for (int64_t i = 0; i < m; ++i) scale[i] = isfinite(opst_at_flat(&sa, i)) ? opst_at_flat(&sa, i) : 0.0;
+    opst_free(&sa);
+    opst_free(&xa);
+  }
+  c.scale[1] = scale;
+  c.no_l2[1] = 1;
+  char label[160];
+  snprintf(label, sizeof label, "reduce case %d %s op %d axes 0x%x keepdim %d, %d-d x of %lld -> %s", iter,
+           ops_dtype_name((ops_dtype)dt), c.reduce.op, axes, c.reduce.keepdim, nd, (long long)opst_numel(&x),
+           ops_dtype_name((ops_dtype)ydt));
+  c.label = label;
+  check_call(&c);
+  free(scale);
+  opst_free(&x);
+  opst_free(&y);
+  free_call(&c);
+}
+
+static void reductions(void **state) {
+  (void)state;
+  for (int i = 0; i < 120; ++i) reduce_case(i);
+}
+
+/* ---- elementwise ------------------------------------------------------------------- */
+
+static ops_status run_ew(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  /* tensors: 0 x (a), 1 y, 2 second operand (binary b, sin_affine a), 3 sin_affine b */
+  switch (c->op) {
+    case OPS_OP_SIN_AFFINE: {
+      ops_sin_affine_params p = c->sin;
+      p.a_tensor = c->has[2] ? &c->v[2] : NULL;
+      p.b_tensor = c->has[3] ? &c->v[3] : NULL;
+      if (ex) return ops_sin_affine_explain(h, &p, &c->v[0], &c->v[1], ex);
+      return q ? ops_sin_affine_workspace_size(h, &p, &c->v[0], &c->v[1], q)
+               : ops_sin_affine(h, &p, &c->v[0], &c->v[1], ws, wsb);
+    }
+    case OPS_OP_UNARY:
+      if (ex) return ops_unary_explain(h, &c->unary, &c->v[0], &c->v[1], ex);
+      return q ? ops_unary_workspace_size(h, &c->unary, &c->v[0], &c->v[1], q)
+               : ops_unary(h, &c->unary, &c->v[0], &c->v[1], ws, wsb);
+    case OPS_OP_BINARY:
+      if (ex) return ops_binary_explain(h, &c->binary, &c->v[0], &c->v[2], &c->v[1], ex);
+      return q ? ops_binary_workspace_size(h, &c->binary, &c->v[0], &c->v[2], &c->v[1], q)
+               : ops_binary(h, &c->binary, &c->v[0], &c->v[2], &c->v[1], ws, wsb);
+    case OPS_OP_SCALE:
+      if (ex) return ops_scale_explain(h, &c->scale_p, &c->v[0], &c->v[1], ex);
+      return q ? ops_scale_workspace_size(h, &c->scale_p, &c->v[0], &c->v[1], q)
+               : ops_scale(h, &c->scale_p, &c->v[0], &c->v[1], ws, wsb);
+    default:
+      if (ex) return ops_dropout_explain(h, &c->dropout, &c->v[0], &c->v[1], ex);
+      return q ? ops_dropout_workspace_size(h, &c->dropout, &c->v[0], &c->v[1], q)
+               : ops_dropout(h, &c->dropout, &c->v[0], &c->v[1], ws, wsb);
+  }
+}
+
+/* A random shape that broadcasts to y: some leading axes dropped, some extents set to 1. */
+static int bcast_shape(opst_rng *r, int ndim, const int64_t *y, int64_t *out) {
+  const int nd = opst_chance(r, 0.3) ? (int)opst_int(r, 0, ndim) : ndim;
+  for (int i = 0; i < nd; ++i) out[i] = opst_chance(r, 0.3) ? 1 : y[ndim - nd + i];
+  return nd;
+}
+
+static void elementwise_case(int iter) {
+  opst_rng *r = &g_rng;
+  pick_layout();
+  const int32_t dt = kDtypes[opst_int(r, 0, 2)];
+  static const int32_t ops[5] = {OPS_OP_SIN_AFFINE, OPS_OP_UNARY, OPS_OP_BINARY, OPS_OP_SCALE, OPS_OP_DROPOUT};
+  gcall c;
+  memset(&c, 0, sizeof c);
+  c.op = ops[iter % 5];
+  c.run = run_ew;
+  /* every op gets x broadcast to y in 4 of each 20 cases, and at random besides */
+  const int bcast_x = c.op != OPS_OP_DROPOUT && (iter % 20 >= 15 || opst_chance(r, 0.2));
+  int ndim;
+  int64_t ys[OPS_MAX_DIMS];
+  if (opst_chance(r, 0.25)) { /* long flat runs: vector tails */
+    ndim = 1, ys[0] = opst_int(r, 1, 300000);
+  } else {
+    ndim = (int)opst_int(r, 0, 4);
+    for (int i = 0; i < ndim; ++i) ys[i] = opst_int(r, opst_chance(r, 0.03) ? 0 : 1, 40);
+  }
+  if (bcast_x && ndim == 0) ndim = 1, ys[0] = opst_int(r, 2, 40); /* something to broadcast over */
+  opst_tensor x, y, a2, b2;
+  int64_t s[OPS_MAX_DIMS];
+  int xnd = bcast_x ? bcast_shape(r, ndim, ys, s) : ndim;
+  if (bcast_x && xnd == ndim && ndim > 0) { /* make sure x really broadcasts */
+    int same_shape = 1;
+    for (int i = 0; i < ndim; ++i) same_shape = same_shape && s[i] == ys[i];
+    if (same_shape && ys[0] > 1) s[0] = 1;
+    else if (same_shape) xnd = 0;
+  }
+  alloc_x(&x, dt, xnd, bcast_x ? s : ys);
+  opst_fill_uniform(&x, r, -2, 2);
+  const int same = xnd == ndim && !bcast_x;
+  const int in_place = same && opst_chance(r, 0.25);
+  if (in_place) clone_tensor(&y, &x);
+  else alloc_x(&y, dt, ndim, ys);
+  add_tensor(&c, &x, IN, -1);
+  add_tensor(&c, &y, OUT, in_place ? 0 : -1);
+  const char *what = "";
+  switch (c.op) {
+    case OPS_OP_SIN_AFFINE:
+      what = "sin_affine";
+      ops_sin_affine_params_init(&c.sin);
+      c.sin.a = (float)opst_uniform(r, -3, 3);
+      c.sin.b = (float)opst_uniform(r, -3, 3);
+      for (int k = 0; k < 2; ++k) {
+        if (opst_chance(r, 0.3)) {
+          const int nd = bcast_shape(r, ndim, ys, s);
+          opst_tensor *t = k == 0 ? &a2 : &b2;
+          opst_alloc_any(t, r, dt, nd, s);
+          opst_fill_uniform(t, r, -2, 2);
+          add_tensor(&c, t, IN, -1);
+        } else {
+          add_absent(&c);
+        }
+      }
+      break;
+    case OPS_OP_UNARY:
+      what = "unary";
+      ops_unary_params_init(&c.unary);
+      c.unary.fn = (int32_t)opst_int(r, 0, OPS_ACT_SIN);
+      break;
+    case OPS_OP_BINARY: {
+      what = "binary";
+      ops_binary_params_init(&c.binary);
+      c.binary.op = (int32_t)opst_int(r, 0, OPS_BINARY_MIN);
+      const int nd = bcast_x ? ndim : bcast_shape(r, ndim, ys, s);
+      alloc_x(&a2, dt, nd, bcast_x ? ys : s);
+      opst_fill_uniform(&a2, r, -2, 2);
+      if (c.binary.op == OPS_BINARY_DIV) { /* divisors away from 0 */
+        const int64_t n = opst_numel(&a2);
+        for (int64_t e = 0; e < n; ++e) {
+          const double v = opst_at_flat(&a2, e);
+          opst_set_flat(&a2, e, v < 0 ? v - 0.5 : v + 0.5);
+        }
+        opst_snapshot(&a2);
+      }
+      add_tensor(&c, &a2, IN, -1);
+      break;
+    }
+    case OPS_OP_SCALE:
+      what = "scale";
+      ops_scale_params_init(&c.scale_p);
+      c.scale_p.alpha = (float)opst_uniform(r, -3, 3);
+      break;
+    default: {
+      what = "dropout";
+      static const float ps[5] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
+      ops_dropout_params_init(&c.dropout);
+      c.dropout.p = ps[opst_int(r, 0, 4)];
+      c.dropout.seed = opst_u64(r);
+      c.dropout.offset = opst_u64(r) >> (opst_int(r, 0, 1) ? 0 : 40);
+      break;
+    }
+  }
+  char label[160];
+  snprintf(label, sizeof label, "%s case %d %s %d-d y of %lld%s%s", what, iter, ops_dtype_name((ops_dtype)dt), ndim,
+           (long long)opst_numel(&y), in_place ? " in place" : "", bcast_x ? " x broadcast" : "");
+  c.label = label;
+  check_call(&c);
+  for (int i = 0; i < c.n; ++i) {
+    if (c.has[i]) opst_free(c.h[i]);
+  }
+  free_call(&c);
+}
+
+static void elementwise(void **state) {
+  (void)state;
+  for (int i = 0; i < 150; ++i) elementwise_case(i);
+}
+
+/* Dropout's mask is a function of (seed, offset, element): the GPU's equals the CPU's bit
+ * for bit (checked above through the values), and the same call twice gives the same bits. */
+static void dropout_is_reproducible(void **state) {
+  (void)state;
+  if (!g_have_cuda) skip();
+  const int64_t n = 1 << 20;
+  float *d = NULL;
+  CUDA_OK(cudaMalloc((void **)&d, 3 * n * sizeof(float)));
+  float *hx = malloc(n * sizeof(float)), *h1 = malloc(n * sizeof(float)), *h2 = malloc(n * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) hx[i] = 1.0f + (float)(i % 7);
+  CUDA_OK(cudaMemcpy(d, hx, n * sizeof(float), cudaMemcpyHostToDevice));
+  ops_tensor x, y1, y2;
+  OPST_OK(ops_tensor_init(&x, d, OPS_DTYPE_F32, ops_device_cuda(0), 1, &n, NULL));
+  OPST_OK(ops_tensor_init(&y1, d + n, OPS_DTYPE_F32, ops_device_cuda(0), 1, &n, NULL));
+  OPST_OK(ops_tensor_init(&y2, d + 2 * n, OPS_DTYPE_F32, ops_device_cuda(0), 1, &n, NULL));
+  ops_dropout_params p;
+  ops_dropout_params_init(&p);
+  p.p = 0.3f, p.seed = 0x1234567890abcdefULL, p.offset = 77;
+  OPST_OK(ops_dropout(g_gpu, &p, &x, &y1, NULL, 0));
+  OPST_OK(ops_dropout(g_gpu, &p, &x, &y2, NULL, 0));
+  CUDA_OK(cudaMemcpy(h1, d + n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(h2, d + 2 * n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  assert_memory_equal(h1, h2, n * sizeof(float));
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < n; ++i) dropped += h1[i] == 0.0f;
+  /* 0.3 of 2^20, 5 standard deviations */
+  assert_true(fabs((double)dropped - 0.3 * n) < 5.0 * sqrt(0.21 * n));
+  cudaFree(d);
+  free(hx), free(h1), free(h2);
+}
+
+/* ---- the fused elementwise chain --------------------------------------------------- */
+
+static ops_status run_chain(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  /* tensors: 0 x, 1 t1 = unary(x), 2 b, 3 t2 = t1 * b, 4 y = sin(a t2 + b) */
+  ops_node n[3];
+  for (int i = 0; i < 3; ++i) ops_node_init(&n[i]);
+  n[0].op = OPS_OP_UNARY, n[0].params = &c->unary, n[0].in[0] = &c->v[0], n[0].out = &c->v[1];
+  n[1].op = OPS_OP_BINARY, n[1].params = &c->binary, n[1].in[0] = &c->v[1], n[1].in[1] = &c->v[2];
+  n[1].out = &c->v[3];
+  n[2].op = OPS_OP_SIN_AFFINE, n[2].params = &c->sin, n[2].in[0] = &c->v[3], n[2].out = &c->v[4];
+  ops_plan plan = NULL;
+  ops_status st = ops_fuse(h, n, 3, 0, &plan);
+  if (st != OPS_OK) return st;
+  if (ex) { /* a dry run: chosen >= 0 when the chain fused into one kernel */
+    ex->chosen = ops_plan_step_count(plan) == 1 ? 0 : -1;
+    ops_plan_destroy(plan);
+    return OPS_OK;
+  }
+  if (h == g_gpu && ops_plan_step_count(plan) != 1) {
+    /* the pinned chain kernel refused the fused form (the plan says why): nothing runs */
+    ops_plan_destroy(plan);
+    return OPS_ERR_UNSUPPORTED;
+  }
+  if (q) {
+    st = ops_plan_workspace_size(h, plan, q);
+  } else {
+    st = ops_plan_execute(h, plan, ws, wsb);
+  }
+  ops_plan_destroy(plan);
+  return st;
+}
+
+static void chain_case(int iter) {
+  opst_rng *r = &g_rng;
+  pick_layout();
+  const int32_t dt = kDtypes[opst_int(r, 0, 2)];
+  const int ndim = (int)opst_int(r, 1, 3);
+  int64_t ys[3], bs[3];
+  for (int i = 0; i < ndim; ++i) ys[i] = opst_int(r, 1, i == ndim - 1 ? 3000 : 30);
+  gcall c;
+  memset(&c, 0, sizeof c);
+  c.op = OPS_OP_EW_CHAIN;
+  c.run = run_chain;
+  ops_unary_params_init(&c.unary);
+  c.unary.fn = (int32_t)opst_int(r, 0, OPS_ACT_SIN);
+  ops_binary_params_init(&c.binary);
+  c.binary.op = OPS_BINARY_MUL;
+  ops_sin_affine_params_init(&c.sin);
+  c.sin.a = 2.0f, c.sin.b = 1.0f;
+  opst_tensor x, t1, b, t2, y;
+  alloc_x(&x, dt, ndim, ys);
+  opst_fill_uniform(&x, r, -2, 2);
+  const int bnd = bcast_shape(r, ndim, ys, bs);
+  alloc_x(&b, dt, bnd, bs);
+  opst_fill_uniform(&b, r, -1, 1);
+  opst_alloc(&t1, r, dt, ndim, ys, OPST_CONTIGUOUS);
+  opst_alloc(&t2, r, dt, ndim, ys, OPST_CONTIGUOUS);
+  alloc_x(&y, dt, ndim, ys);
+  add_tensor(&c, &x, IN, -1);
+  add_tensor(&c, &t1, SCRATCH, -1);
+  add_tensor(&c, &b, IN, -1);
+  add_tensor(&c, &t2, SCRATCH, -1);
+  add_tensor(&c, &y, OUT, -1);
+  char label[160];
+  snprintf(label, sizeof label, "ew_chain case %d %s unary %d * b(%d-d) -> sin, y of %lld", iter,
+           ops_dtype_name((ops_dtype)dt), c.unary.fn, bnd, (long long)opst_numel(&y));
+  c.label = label;
+  check_call(&c);
+  opst_free(&x), opst_free(&t1), opst_free(&b), opst_free(&t2), opst_free(&y);
+  free_call(&c);
+}
+
+static void elementwise_chains(void **state) {
+  (void)state;
+  for (int i = 0; i < 30; ++i) chain_case(i);
+}
+
+/* ---- the dispatcher's choices for rows of 64 to 65536 ------------------------------ */
+
+static void every_row_length_has_a_kernel(void **state) {
+  (void)state;
+  for (int64_t cols = 64; cols <= 65536; cols *= 2) {
+    const int64_t s[2] = {4, cols};
+    ops_tensor x, w;
+    OPST_OK(ops_tensor_init(&x, (void *)(uintptr_t)4096, OPS_DTYPE_BF16, ops_device_cuda(0), 2, s, NULL));
+    OPST_OK(ops_tensor_init(&w, (void *)(uintptr_t)4096, OPS_DTYPE_BF16, ops_device_cuda(0), 1, &cols, NULL));
+    ops_explain e;
+    e.struct_size = sizeof e;
+    OPST_OK(ops_rmsnorm_explain(g_gpu, NULL, &x, &w, &x, &e));
+    assert_true(e.chosen >= 0);
+    printf("[ ROWS     ] rmsnorm bf16 4 x %-6lld -> %s\n", (long long)cols, e.verdicts[e.chosen].kernel_name);
+    OPST_OK(ops_softmax_explain(g_gpu, NULL, &x, &x, &e));
+    assert_true(e.chosen >= 0);
+  }
+}
+
+static void claimed_features_are_exercised(void **state) {
+  (void)state;
+  if (g_have_cuda) {
+    OPST_OK(ops_handle_flush_profiler(g_gpu));
+    printf("[ RUNS     ] %d kernel runs checked against the CPU, %d pinned refusals checked\n", g_runs, g_refusals);
+  } else {
+    printf("[ DRY RUN  ] no CUDA device: coverage below is of the kernels that would run (explain on a "
+           "described sm_90 device); no result was checked on a GPU\n");
+  }
+  opst_coverage_check("//tests/gpu:gpu_ops_test");
+}
+
+static int setup(void **state) {
+  (void)state;
+  g_have_cuda = opst_have_cuda("gpu_ops");
+  opst_rng_init(&g_rng, opst_seed("gpu_ops"));
+  g_cpu = opst_cpu_handle();
+  if (g_have_cuda) {
+    if (ops_handle_create(&g_gpu, ops_device_cuda(0)) != OPS_OK) return -1;
+    opst_coverage_start(g_gpu);
+  } else { /* the dry run: problems generated and explained, nothing launched */
+    ops_device_info h100;
+    h100.struct_size = sizeof h100;
+    if (ops_device_info_for_sm(90, &h100) != OPS_OK || ops_handle_create_virtual(&g_gpu, &h100) != OPS_OK) return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ops_handle_destroy(g_cpu);
+  if (g_gpu) ops_handle_destroy(g_gpu);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(rows_forward),
+      cmocka_unit_test(rows_backward),
+      cmocka_unit_test(reductions),
+      cmocka_unit_test(elementwise),
+      cmocka_unit_test(dropout_is_reproducible),
+      cmocka_unit_test(elementwise_chains),
+      cmocka_unit_test(every_row_length_has_a_kernel),
+      cmocka_unit_test(claimed_features_are_exercised),
+  };
+  return cmocka_run_group_tests_name("gpu_ops", tests, setup, teardown);
+}

@@ -16,7 +16,7 @@
 #define FWD_ORDER(stats)                                                                        \
   "per row: " stats " over the thread's registers, butterfly shuffles, the row's warps in order"
 
-/* The four forward variants of one op; `features` its flags (the vec16 ones drop STRIDED). */
+/* The five forward variants of one op; `features` its flags (the vec16 ones drop STRIDED). */
 #define FWD_ROWS(OPNAME, OPID, ID, features, fused, stats)                                                      \
   {                                                                                                            \
       .id = ID##_WARP_VEC16, .name = "cuda_" OPNAME "_warp_vec16", .op = OPID, ROWS_CUDA_COMMON,              \
@@ -57,12 +57,29 @@
       .reduction_order = "per slice: lane-strided partials, butterfly, warps in order; slices merged in order",\
       .workspace_formula = "rows * slices * 8 bytes, slices = ceil(N / 8192)",                                 \
       .workspace = opsi_rows_split_workspace, .launch = opsi_rows_cuda_split,                                  \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_SPLIT_VEC16, .name = "cuda_" OPNAME "_split_vec16", .op = OPID, ROWS_CUDA_COMMON,            \
+      .flags = (features) & ~OPSI_F_STRIDED, .fuses = (fused), .align = 16,                                    \
+      .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .threads = 256, .vector_bytes = 16, .efficiency = 0.85f,         \
+      .bytes_factor = 1.5f,                                                                                    \
+      .roles = {{"slice blocks", 8, "a block per 8192-element slice of a row, 16-byte loads 4 deep: stats "    \
+                                    "pass, then apply pass (the row is read twice)"}},                     \
+      .smem_layout = "64 B: per-warp partials of the slice", .smem_bytes = 64,                                 \
+      .reduction_order = "per slice: lane-strided partials, butterfly, warps in order; slices merged in order",\
+      .workspace_formula = "rows * slices * 8 bytes, slices = ceil(N / 8192)",                                 \
+      .workspace = opsi_rows_split_workspace, .launch = opsi_rows_cuda_split_vec16,                            \
   }
 
 #define BWD_ORDER "per row: sums over registers, butterfly, warps in order; dweight / dbias: " \
   "per-thread over its group's rows, then the groups' partial rows in order"
 
-/* The three backward variants of one op; `held` floats per thread in the register ones. */
+#define STREAM_ORDER "per row: lane-strided sums, butterfly, warps in order; dweight / dbias: each block's " \
+  "rows in order, then the blocks' partial rows in order"
+#define STREAM_WS "groups * N * 4 bytes per requested dweight / dbias, groups = clamp(2^22 / N, 32, 128) " \
+  "capped at the rows (rows_plan.c), else 0"
+
+/* The four backward variants of one op; `held` floats per thread in the register ones. */
 #define BWD_ROWS(OPNAME, OPID, ID, features, max_cols, held_text, ws_vec, ws_block, ws_stream)                 \
   {                                                                                                            \
       .id = ID##_VEC16, .name = "cuda_" OPNAME "_vec16", .op = OPID, ROWS_CUDA_COMMON,                         \
@@ -89,14 +106,24 @@
   },                                                                                                           \
   {                                                                                                            \
       .id = ID##_STREAM, .name = "cuda_" OPNAME "_stream", .op = OPID, ROWS_CUDA_COMMON, .flags = (features), \
-      .align = 1, .threads = 256, .vector_bytes = 0, .efficiency = 0.7f, .bytes_factor = 2.0f,                 \
-      .roles = {{"row blocks", 8, "a block per row, the row read twice (sums, then dx); dweight / dbias by "   \
-                                  "a column pass over dy and x before"}},                                  \
-      .smem_layout = "128 B: one partial per warp", .smem_bytes = 128,                                         \
-      .reduction_order = "per row: lane-strided sums, butterfly, warps in order; dweight / dbias: rows in "    \
-                         "order within chunks, chunks in order",                                             \
-      .workspace_formula = "chunks * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",        \
+      .align = 1, .threads = OPSI_ROWS_STREAM_THREADS, .vector_bytes = 0, .efficiency = 0.45f,                 \
+      .bytes_factor = 1.1f,                                                                                    \
+      .roles = {{"row walkers", 16, "32..1024 blocks of 512 walk the rows; each row read twice, one element "  \
+                                   "per load (sums, then dx from L2); a block owns its dweight / dbias "    \
+                                   "partial rows"}},                                                       \
+      .smem_layout = "128 B: one partial per warp", .smem_bytes = 128, .reduction_order = STREAM_ORDER,        \
+      .workspace_formula = STREAM_WS,                                                                          \
       .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream,                                             \
+  },                                                                                                           \
+  {                                                                                                            \
+      .id = ID##_STREAM_VEC16, .name = "cuda_" OPNAME "_stream_vec16", .op = OPID, ROWS_CUDA_COMMON,          \
+      .flags = (features) & ~OPSI_F_STRIDED, .align = 16, .dim_multiple = {[OPSI_ROWS_COLS] = 8},              \
+      .threads = OPSI_ROWS_STREAM_THREADS, .vector_bytes = 16, .efficiency = 0.8f, .bytes_factor = 1.1f,       \
+      .roles = {{"row walkers", 16, "32..1024 blocks of 512 walk the rows; each row read twice with 16-byte "  \
+                                   "loads 4 deep (sums, then dx from L2); a block owns its dweight / dbias "\
+                                   "partial rows"}},                                                       \
+      .smem_layout = "128 B: one partial per warp", .smem_bytes = 128, .reduction_order = STREAM_ORDER,        \
+      .workspace_formula = STREAM_WS, .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream_vec16,       \
   }
 
 const opsi_kernel_row opsi_layernorm_rows[] = {

@@ -14,10 +14,12 @@ ops_status opsi_rows_cuda_warp_vec16(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_block_vec16(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_block(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_split(const opsi_launch *ctx, const void *args);
+ops_status opsi_rows_cuda_split_vec16(const opsi_launch *ctx, const void *args);
 /* backward */
 ops_status opsi_rows_cuda_bwd_vec16(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_bwd_block(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_bwd_stream(const opsi_launch *ctx, const void *args);
+ops_status opsi_rows_cuda_bwd_stream_vec16(const opsi_launch *ctx, const void *args);
 
 #ifdef __cplusplus
 }

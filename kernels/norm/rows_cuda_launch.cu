@@ -116,6 +116,9 @@ extern "C" ops_status opsi_rows_cuda_block(const opsi_launch *ctx, const void *a
 extern "C" ops_status opsi_rows_cuda_split(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, OPSI_ROWS_SPLIT, 0);
 }
+extern "C" ops_status opsi_rows_cuda_split_vec16(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, OPSI_ROWS_SPLIT, 1);
+}
 extern "C" ops_status opsi_rows_cuda_bwd_vec16(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, OPSI_ROWS_BLOCK, 1);
 }
@@ -124,4 +127,7 @@ extern "C" ops_status opsi_rows_cuda_bwd_block(const opsi_launch *ctx, const voi
 }
 extern "C" ops_status opsi_rows_cuda_bwd_stream(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, OPSI_ROWS_STREAM, 0);
+}
+extern "C" ops_status opsi_rows_cuda_bwd_stream_vec16(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, OPSI_ROWS_STREAM, 1);
 }

@@ -51,13 +51,16 @@ struct row_geom {
   float *ws;
 };
 
+/* Row `row`'s offset in tensor t. The outermost index needs no division (row < rows), so
+ * the usual case, leading axes that merged into one, is a single multiply: a 64-bit
+ * division per row and tensor costs more instructions than the row's elements. */
 __device__ __forceinline__ int64_t row_off(const row_geom &g, int64_t row, int t) {
   int64_t off = 0;
-  for (int d = g.lead_ndim - 1; d >= 0; --d) {
+  for (int d = g.lead_ndim - 1; d > 0; --d) {
     off += (row % g.lead_shape[d]) * g.lead[t][d];
     row /= g.lead_shape[d];
   }
-  return off;
+  return g.lead_ndim > 0 ? off + row * g.lead[t][0] : 0;
 }
 
 __device__ __forceinline__ void store_any(void *p, int64_t i, int32_t dtype, float v) {
@@ -133,8 +136,10 @@ __device__ __forceinline__ void load_param(const void *p, int64_t vi, int64_t st
 
 /* ---- forward, register variants --------------------------------------------------- */
 
+/* MAXT 256 (the warp variant): at least 3 blocks per SM, or ptxas spends registers until
+ * only 2 fit (16 warps: too few loads in flight to cover DRAM latency). */
 template <typename T, int VEC, int MAXV, int MAXT>
-__global__ void __launch_bounds__(MAXT) row_forward_kernel(const row_geom g) {
+__global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(const row_geom g) {
   __shared__ float smem[32];
   const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
   const int nvec = (int)(g.cols / VEC); /* register variants: cols <= 16384 */
@@ -257,16 +262,23 @@ __device__ __forceinline__ void merge_welford(float &n, float &mean, float &m2, 
   n = nn;
 }
 
-template <typename T>
-__device__ __forceinline__ float row_value(const row_geom &g, const T *x, const T *r, int64_t c) {
-  float v = to_f(x[c * g.col[T_X]]);
-  if (r != nullptr) v += to_f(r[c * g.col[T_RES]]);
-  return v;
+/* Vector `vi` of the row (VEC elements at stride 1, or one element at the row's stride):
+ * x, plus the residual when there is one. */
+template <typename T, int VEC>
+__device__ __forceinline__ void row_values(const row_geom &g, const T *x, const T *r, int64_t vi, float *v) {
+  load_vec<T, VEC>(x, vi, g.col[T_X], v);
+  if (r != nullptr) {
+    float rv[VEC];
+    load_vec<T, VEC>(r, vi, g.col[T_RES], rv);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] += rv[j];
+  }
 }
 
 /* Block (row, slice): the slice's statistics into ws[(row * slices + slice) * 2 + {0, 1}]:
- * LayerNorm (mean, M2); RMSNorm (-, sum of squares); softmax (max, sum of exp). */
-template <typename T>
+ * LayerNorm (mean, M2); RMSNorm (-, sum of squares); softmax (max, sum of exp). VEC > 1:
+ * 16-byte loads (unit stride, aligned rows; the slice is a whole number of vectors). */
+template <typename T, int VEC>
 __global__ void __launch_bounds__(256) row_split_stats_kernel(const row_geom g) {
   __shared__ float sa[8], sb[8];
   const int64_t slices = g.cfg.slices, row = blockIdx.x / slices, slice = blockIdx.x % slices;
@@ -274,17 +286,24 @@ __global__ void __launch_bounds__(256) row_split_stats_kernel(const row_geom g) 
   const T *x = static_cast<const T *>(g.x) + row_off(g, row, T_X);
   const T *r = g.res ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t vlo = lo / VEC, vhi = hi / VEC;
   float a, b;
   if (g.op == ROW_SOFTMAX) {
     float m = -INFINITY, s = 0.0f;
-    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-      const float z = g.scale * row_value<T>(g, x, r, c);
-      if (z > m) {
-        s = (m == -INFINITY ? 0.0f : s * __expf(m - z)) + 1.0f;
-        m = z;
-      } else if (z != -INFINITY) {
-        s += __expf(z - m);
+#pragma unroll 4
+    for (int64_t vi = vlo + threadIdx.x; vi < vhi; vi += blockDim.x) {
+      float z[VEC];
+      row_values<T, VEC>(g, x, r, vi, z);
+      float zm = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) z[j] *= g.scale, zm = fmaxf(zm, z[j]);
+      if (zm == -INFINITY) continue; /* nothing but -inf */
+      if (zm > m) {
+        s = m == -INFINITY ? 0.0f : s * __expf(m - zm);
+        m = zm;
       }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s += __expf(z[j] - m);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -298,12 +317,20 @@ __global__ void __launch_bounds__(256) row_split_stats_kernel(const row_geom g) 
     for (int w = 1; w < (int)(blockDim.x >> 5); ++w) merge_ms(a, b, sa[w], sb[w]);
   } else {
     /* sums shifted by the slice's first value: a stable variance without a division per element */
-    const float shift = g.op == ROW_LN ? row_value<T>(g, x, r, lo) : 0.0f;
+    float first[VEC];
+    row_values<T, VEC>(g, x, r, vlo, first);
+    const float shift = g.op == ROW_LN ? first[0] : 0.0f;
     float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-      const float v = row_value<T>(g, x, r, c) - shift;
-      s1 += v;
-      s2 += v * v;
+#pragma unroll 4
+    for (int64_t vi = vlo + threadIdx.x; vi < vhi; vi += blockDim.x) {
+      float v[VEC];
+      row_values<T, VEC>(g, x, r, vi, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float d = v[j] - shift;
+        s1 += d;
+        s2 += d * d;
+      }
     }
     s1 = warp_sum(s1), s2 = warp_sum(s2);
     if (lane == 0) sa[warp] = s1, sb[warp] = s2;
@@ -312,7 +339,7 @@ __global__ void __launch_bounds__(256) row_split_stats_kernel(const row_geom g) 
     s1 = sa[0], s2 = sb[0];
     for (int w = 1; w < (int)(blockDim.x >> 5); ++w) s1 += sa[w], s2 += sb[w];
     const float n = (float)(hi - lo);
-    a = shift + s1 / n;                      /* mean */
+    a = shift + s1 / n;                                      /* mean */
     b = g.op == ROW_LN ? fmaxf(s2 - s1 * s1 / n, 0.0f) : s2; /* M2, or the sum of squares */
   }
   g.ws[(row * slices + slice) * 2] = a;
@@ -320,7 +347,7 @@ __global__ void __launch_bounds__(256) row_split_stats_kernel(const row_geom g) 
 }
 
 /* Block (row, slice): merges the row's partials in slice order, then writes the slice. */
-template <typename T>
+template <typename T, int VEC>
 __global__ void __launch_bounds__(256) row_split_apply_kernel(const row_geom g) {
   const int64_t slices = g.cfg.slices, row = blockIdx.x / slices, slice = blockIdx.x % slices;
   float n = 0.0f, a = g.op == ROW_SOFTMAX ? -INFINITY : 0.0f, b = 0.0f;
@@ -339,17 +366,27 @@ __global__ void __launch_bounds__(256) row_split_apply_kernel(const row_geom g) 
   const T *r = g.res ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
   T *y = static_cast<T *>(g.y) + row_off(g, row, T_Y);
   T *ro = g.res_out ? static_cast<T *>(g.res_out) + row_off(g, row, T_RES_OUT) : nullptr;
-  for (int64_t c = lo + threadIdx.x; c < hi; c += blockDim.x) {
-    const float v = row_value<T>(g, x, r, c);
-    float o;
+#pragma unroll 4
+  for (int64_t vi = lo / VEC + threadIdx.x; vi < hi / VEC; vi += blockDim.x) {
+    float v[VEC], o[VEC];
+    row_values<T, VEC>(g, x, r, vi, v);
     if (g.op == ROW_SOFTMAX) {
-      o = a == -INFINITY ? 0.0f : __expf(g.scale * v - a) * inv_s;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) o[j] = a == -INFINITY ? 0.0f : __expf(g.scale * v[j] - a) * inv_s;
     } else {
-      o = (v - mean) * rstd * load_any(g.w, c * g.w_stride, g.w_dtype);
-      if (g.b != nullptr) o += load_any(g.b, c * g.b_stride, g.w_dtype);
+      float w[VEC], bb[VEC];
+      load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
+      if (g.b != nullptr) {
+        load_param<T, VEC>(g.b, vi, g.b_stride, g.w_dtype, bb);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) bb[j] = 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) o[j] = (v[j] - mean) * rstd * w[j] + bb[j];
     }
-    if (ro != nullptr) ro[c * g.col[T_RES_OUT]] = from_f<T>(v); /* after every read of x, r */
-    y[c * g.col[T_Y]] = from_f<T>(o);
+    if (ro != nullptr) store_vec<T, VEC>(ro, vi, g.col[T_RES_OUT], v); /* after every read of x, r */
+    store_vec<T, VEC>(y, vi, g.col[T_Y], o);
   }
   if (slice == 0 && threadIdx.x == 0 && g.op != ROW_SOFTMAX) {
     if (g.mean != nullptr) g.mean[row_off(g, row, T_MEAN)] = mean;
@@ -451,75 +488,151 @@ __global__ void __launch_bounds__(1024) row_backward_kernel(const row_geom g) {
   }
 }
 
-/* Stream variant: a block of 256 per row, the row read twice (sums, then dx). */
-template <typename T>
-__global__ void __launch_bounds__(256) row_backward_stream_kernel(const row_geom g) {
+/* VEC floats at p + vi * VEC: 16-byte accesses when VEC is a multiple of 4. */
+template <int VEC>
+__device__ __forceinline__ void load_f32(const float *p, int64_t vi, float *out) {
+  if (VEC % 4 == 0) {
+#pragma unroll
+    for (int h = 0; h < VEC / 4; ++h) {
+      const float4 f = reinterpret_cast<const float4 *>(p + vi * VEC)[h];
+      out[4 * h] = f.x, out[4 * h + 1] = f.y, out[4 * h + 2] = f.z, out[4 * h + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = p[vi * VEC + j];
+  }
+}
+
+template <int VEC>
+__device__ __forceinline__ void store_f32(float *p, int64_t vi, const float *in) {
+  if (VEC % 4 == 0) {
+#pragma unroll
+    for (int h = 0; h < VEC / 4; ++h) {
+      reinterpret_cast<float4 *>(p + vi * VEC)[h] = make_float4(in[4 * h], in[4 * h + 1], in[4 * h + 2], in[4 * h + 3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) p[vi * VEC + j] = in[j];
+  }
+}
+
+enum { STREAM_UNROLL = 2 };
+
+/* Stream variant (any row length): gridDim.x blocks walk rows b, b + gridDim.x, ...; each
+ * row is read twice, sums then dx (the second read mostly from L2: a block's current row is
+ * all it touches). dweight / dbias: block b owns the partial rows ws[b * cols + c] and
+ * ws[(gridDim.x + b) * cols + c], which every thread updates for its own columns row after
+ * row (no other thread touches them: a fixed order, no atomics). VEC > 1: 16-byte loads. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(OPSI_ROWS_STREAM_THREADS) row_backward_stream_kernel(const row_geom g) {
   __shared__ float smem[32];
   const bool norm = g.op != ROW_SOFTMAX;
+  const bool want_dw = norm && g.ws != nullptr && g.dw != nullptr;
+  const bool want_db = norm && g.ws != nullptr && g.db != nullptr;
+  float *pw = want_dw ? g.ws + blockIdx.x * g.cols : nullptr;
+  float *pb = want_db ? g.ws + ((want_dw ? gridDim.x : 0) + blockIdx.x) * g.cols : nullptr;
+  const int64_t nv = g.cols / VEC;
+  const float inv_n = 1.0f / (float)g.cols;
+  bool first = true;
   for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
     const T *dy = static_cast<const T *>(g.dy) + row_off(g, row, T_DY);
     const T *x = static_cast<const T *>(g.x) + row_off(g, row, T_X);
     const float mean = g.op == ROW_LN ? g.mean[row_off(g, row, T_MEAN)] : 0.0f;
     const float rstd = norm ? g.rstd[row_off(g, row, T_RSTD)] : 0.0f;
     float s1 = 0.0f, s2 = 0.0f;
-    for (int64_t c = threadIdx.x; c < g.cols; c += blockDim.x) {
-      const float d = to_f(dy[c * g.col[T_DY]]), xv = to_f(x[c * g.col[T_X]]);
+#pragma unroll 4
+    for (int64_t vi = threadIdx.x; vi < nv; vi += blockDim.x) {
+      float d[VEC], xv[VEC];
+      load_vec<T, VEC>(dy, vi, g.col[T_DY], d);
+      load_vec<T, VEC>(x, vi, g.col[T_X], xv);
       if (norm) {
-        const float gj = d * load_any(g.w, c * g.w_stride, g.w_dtype);
-        s1 += gj;
-        s2 += gj * (xv - mean) * rstd;
+        float w[VEC];
+        load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float gj = d[j] * w[j];
+          s1 += gj;
+          s2 += gj * (xv[j] - mean) * rstd;
+        }
       } else {
-        s1 += d * xv;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s1 += d[j] * xv[j];
       }
     }
-    s1 = group_reduce<false>(s1, 256, smem);
-    s2 = group_reduce<false>(s2, 256, smem);
-    const float m1 = g.op == ROW_LN ? s1 / (float)g.cols : 0.0f, m2 = s2 / (float)g.cols;
+    s1 = group_reduce<false>(s1, (int)blockDim.x, smem);
+    if (norm) s2 = group_reduce<false>(s2, (int)blockDim.x, smem);
+    const float m1 = g.op == ROW_LN ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
     T *dx = static_cast<T *>(g.y) + row_off(g, row, T_Y);
+    /* every load of STREAM_UNROLL vectors first, then the math and the stores: the compiler
+       cannot move a load above a store that might alias it */
+    for (int64_t v0 = threadIdx.x; v0 < nv; v0 += STREAM_UNROLL * (int64_t)blockDim.x) {
+      float d[STREAM_UNROLL][VEC], xv[STREAM_UNROLL][VEC], w[STREAM_UNROLL][VEC];
+      float pdw[STREAM_UNROLL][VEC], pdb[STREAM_UNROLL][VEC];
+#pragma unroll
+      for (int u = 0; u < STREAM_UNROLL; ++u) {
+        const int64_t vi = v0 + u * (int64_t)blockDim.x;
+        if (vi >= nv) continue;
+        load_vec<T, VEC>(dy, vi, g.col[T_DY], d[u]);
+        load_vec<T, VEC>(x, vi, g.col[T_X], xv[u]);
+        if (norm) load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w[u]);
+        if (want_dw && !first) load_f32<VEC>(pw, vi, pdw[u]);
+        if (want_db && !first) load_f32<VEC>(pb, vi, pdb[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < STREAM_UNROLL; ++u) {
+        const int64_t vi = v0 + u * (int64_t)blockDim.x;
+        if (vi >= nv) continue;
+        float o[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          if (norm) {
+            const float xhat = (xv[u][j] - mean) * rstd;
+            o[j] = rstd * (d[u][j] * w[u][j] - m1 - xhat * m2);
+            pdw[u][j] = first ? d[u][j] * xhat : pdw[u][j] + d[u][j] * xhat;
+            pdb[u][j] = first ? d[u][j] : pdb[u][j] + d[u][j];
+          } else {
+            o[j] = g.scale * xv[u][j] * (d[u][j] - s1);
+          }
+        }
+        store_vec<T, VEC>(dx, vi, g.col[T_Y], o); /* after the reads: dx may be dy */
+        if (want_dw) store_f32<VEC>(pw, vi, pdw[u]);
+        if (want_db) store_f32<VEC>(pb, vi, pdb[u]);
+      }
+    }
+    first = false;
+  }
+  if (first) { /* a block without rows: its partial rows are zeros */
     for (int64_t c = threadIdx.x; c < g.cols; c += blockDim.x) {
-      const float d = to_f(dy[c * g.col[T_DY]]), xv = to_f(x[c * g.col[T_X]]);
-      const float o = norm ? rstd * (d * load_any(g.w, c * g.w_stride, g.w_dtype) - m1 - (xv - mean) * rstd * m2)
-                           : g.scale * xv * (d - s1);
-      dx[c * g.col[T_Y]] = from_f<T>(o);
+      if (want_dw) pw[c] = 0.0f;
+      if (want_db) pb[c] = 0.0f;
     }
   }
 }
 
-/* dweight / dbias partials straight from dy and x (the stream variant): block (columns,
- * chunk of rows); partial rows at ws[chunk * cols + c] and ws[(chunks + chunk) * cols + c]. */
-template <typename T>
-__global__ void __launch_bounds__(256) row_dweight_kernel(const row_geom g) {
-  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= g.cols) return;
-  const int64_t chunks = g.cfg.groups, per = (g.rows + chunks - 1) / chunks;
-  const int64_t lo = blockIdx.y * per, hi = min(g.rows, lo + per);
-  float dw = 0.0f, db = 0.0f;
-  for (int64_t row = lo; row < hi; ++row) {
-    const float d = to_f(static_cast<const T *>(g.dy)[row_off(g, row, T_DY) + c * g.col[T_DY]]);
-    const float xv = to_f(static_cast<const T *>(g.x)[row_off(g, row, T_X) + c * g.col[T_X]]);
-    const float mean = g.op == ROW_LN ? g.mean[row_off(g, row, T_MEAN)] : 0.0f;
-    dw += d * (xv - mean) * g.rstd[row_off(g, row, T_RSTD)];
-    db += d;
-  }
-  const bool want_dw = g.dw != nullptr;
-  if (want_dw) g.ws[blockIdx.y * g.cols + c] = dw;
-  if (g.db != nullptr) g.ws[((want_dw ? chunks : 0) + blockIdx.y) * g.cols + c] = db;
-}
-
-/* dweight / dbias = their `parts` partial rows summed in order. */
+/* dweight / dbias = their `parts` partial rows summed in a fixed order: block (32 columns)
+ * x 8 warps; warp w sums parts w, w + 8, ... of its lane's column, then the 8 warp sums are
+ * added in warp order through shared memory. */
+enum { PARTIAL_COLS = 32, PARTIAL_WARPS = 8 };
 template <typename T>
 __global__ void __launch_bounds__(256) row_partials_kernel(const row_geom g, int64_t parts) {
-  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= g.cols) return;
-  const bool want_dw = g.dw != nullptr;
+  __shared__ float sw[PARTIAL_WARPS][PARTIAL_COLS], sb[PARTIAL_WARPS][PARTIAL_COLS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c = (int64_t)blockIdx.x * PARTIAL_COLS + lane;
+  const bool want_dw = g.dw != nullptr, want_db = g.db != nullptr;
   const float *pb = g.ws + (want_dw ? parts : 0) * g.cols;
   float dw = 0.0f, db = 0.0f;
-  for (int64_t p = 0; p < parts; ++p) {
-    if (want_dw) dw += g.ws[p * g.cols + c];
-    if (g.db != nullptr) db += pb[p * g.cols + c];
+  if (c < g.cols) {
+    for (int64_t p = warp; p < parts; p += PARTIAL_WARPS) {
+      if (want_dw) dw += g.ws[p * g.cols + c];
+      if (want_db) db += pb[p * g.cols + c];
+    }
   }
+  sw[warp][lane] = dw, sb[warp][lane] = db;
+  __syncthreads();
+  if (warp != 0 || c >= g.cols) return;
+  for (int w = 1; w < PARTIAL_WARPS; ++w) dw += sw[w][lane], db += sb[w][lane];
   if (want_dw) store_any(g.dw, c * g.dw_stride, g.dw_dtype, dw);
-  if (g.db != nullptr) store_any(g.db, c * g.db_stride, g.db_dtype, db);
+  if (want_db) store_any(g.db, c * g.db_stride, g.db_dtype, db);
 }
 
 /* ---- launch ------------------------------------------------------------------------ */
@@ -538,8 +651,13 @@ void launch_rows_forward(const row_geom &g, int variant, int vec16, cudaStream_t
   const unsigned capped = rows_grid_cap(g, sm_count);
   *block = threads, *grid = (int32_t)capped;
   if (variant == OPSI_ROWS_SPLIT) {
-    row_split_stats_kernel<T><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
-    row_split_apply_kernel<T><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+    if (vec16) {
+      row_split_stats_kernel<T, V><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+      row_split_apply_kernel<T, V><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+    } else {
+      row_split_stats_kernel<T, 1><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+      row_split_apply_kernel<T, 1><<<(unsigned)g.cfg.blocks, 256, 0, stream>>>(g);
+    }
     *grid = (int32_t)g.cfg.blocks, *block = 256;
   } else if (variant == OPSI_ROWS_WARP) {
     row_forward_kernel<T, V, OPSI_ROWS_WARP_HELD / V, 256><<<capped, threads, 0, stream>>>(g);
@@ -558,17 +676,14 @@ void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_
   const int threads = g.cfg.tpr * g.cfg.rpb;
   const unsigned capped = rows_grid_cap(g, sm_count);
   const bool partials = g.op != ROW_SOFTMAX && (g.dw != nullptr || g.db != nullptr);
-  const unsigned col_blocks = (unsigned)((g.cols + 255) / 256);
+  const unsigned partial_blocks = (unsigned)((g.cols + PARTIAL_COLS - 1) / PARTIAL_COLS);
   *block = threads, *grid = (int32_t)capped;
   if (variant == OPSI_ROWS_STREAM) {
-    if (partials) { /* before dx is written: dx may be dy itself */
-      row_dweight_kernel<T><<<dim3(col_blocks, (unsigned)g.cfg.groups), 256, 0, stream>>>(g);
-      row_partials_kernel<T><<<col_blocks, 256, 0, stream>>>(g, g.cfg.groups);
-    }
-    const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * 32;
-    const unsigned blocks = (unsigned)(g.rows < cap ? g.rows : cap);
-    row_backward_stream_kernel<T><<<blocks, 256, 0, stream>>>(g);
-    *grid = (int32_t)blocks, *block = 256;
+    const unsigned blocks = (unsigned)g.cfg.blocks;
+    if (vec16) row_backward_stream_kernel<T, V><<<blocks, OPSI_ROWS_STREAM_THREADS, 0, stream>>>(g);
+    else row_backward_stream_kernel<T, 1><<<blocks, OPSI_ROWS_STREAM_THREADS, 0, stream>>>(g);
+    if (partials) row_partials_kernel<T><<<partial_blocks, 256, 0, stream>>>(g, g.cfg.groups);
+    *grid = (int32_t)blocks, *block = OPSI_ROWS_STREAM_THREADS;
   } else if (g.op == ROW_SOFTMAX) {
     if (vec16) row_backward_kernel<T, V, OPSI_ROWS_SM_BWD_HELD / V, false><<<capped, threads, 0, stream>>>(g);
     else row_backward_kernel<T, 1, OPSI_ROWS_SM_BWD_HELD, false><<<capped, threads, 0, stream>>>(g);
@@ -578,7 +693,7 @@ void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_
     constexpr int NV = OPSI_ROWS_NORM_BWD_HELD / V > 0 ? OPSI_ROWS_NORM_BWD_HELD / V : 1;
     if (vec16) row_backward_kernel<T, V, NV, true><<<blocks, threads, 0, stream>>>(g);
     else row_backward_kernel<T, 1, OPSI_ROWS_NORM_BWD_HELD, true><<<blocks, threads, 0, stream>>>(g);
-    if (partials) row_partials_kernel<T><<<col_blocks, 256, 0, stream>>>(g, g.cfg.groups);
+    if (partials) row_partials_kernel<T><<<partial_blocks, 256, 0, stream>>>(g, g.cfg.groups);
     *grid = (int32_t)blocks;
   }
 }

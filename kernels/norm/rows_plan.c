@@ -1,7 +1,6 @@
 /* The work layout of the CUDA row kernels (rows_plan.h). */
 #include "kernels/norm/rows_plan.h"
 
-#include "kernels/reduce/reduce_plan.h"
 #include "opslib/ops.h"
 
 static int32_t pow2_at_least(int64_t v) {
@@ -20,8 +19,10 @@ opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t row
     c.tpr = pow2_at_least((vectors + per - 1) / per);
     if (c.tpr < 32) c.tpr = 32;
     c.rpb = c.tpr >= 256 ? 1 : 256 / c.tpr;
-  } else if (variant == OPSI_ROWS_SPLIT || variant == OPSI_ROWS_STREAM) {
+  } else if (variant == OPSI_ROWS_SPLIT) {
     c.tpr = 256, c.rpb = 1;
+  } else if (variant == OPSI_ROWS_STREAM) {
+    c.tpr = OPSI_ROWS_STREAM_THREADS, c.rpb = 1;
   }
   c.vpt = (int32_t)((vectors + c.tpr - 1) / c.tpr);
   if (c.vpt < 1) c.vpt = 1;
@@ -30,8 +31,14 @@ opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t row
     c.slices = (cols + OPSI_ROWS_SLICE - 1) / OPSI_ROWS_SLICE;
     if (c.slices < 1) c.slices = 1;
     c.blocks = rows * c.slices;
-  } else if (variant == OPSI_ROWS_STREAM && partials) {
-    c.groups = opsi_reduce_column_splits(rows, cols);
+  } else if (variant == OPSI_ROWS_STREAM) {
+    /* each block owns a partial row per output: 32..128 of them, ~16 MiB of partials at most,
+       which stay in L2 while the blocks update them */
+    int64_t groups = ((int64_t)1 << 22) / (cols > 0 ? cols : 1);
+    groups = groups < 32 ? 32 : groups > 128 ? 128 : groups;
+    c.groups = partials ? (groups < rows ? groups : rows) : 0;
+    c.blocks = partials ? c.groups : (rows < OPSI_ROWS_STREAM_BLOCKS ? rows : OPSI_ROWS_STREAM_BLOCKS);
+    if (c.blocks < 1) c.blocks = 1;
   } else if (partials) {
     /* group g walks rows g, g + groups, ...: about one wave of groups, whole blocks */
     int64_t groups = OPSI_ROWS_BWD_THREADS / c.tpr;

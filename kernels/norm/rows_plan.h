@@ -22,7 +22,7 @@ enum {
   OPSI_ROWS_WARP = 0,   /* a warp per row, 8 rows per block */
   OPSI_ROWS_BLOCK = 1,  /* 32..1024 threads per row, the row held in registers */
   OPSI_ROWS_SPLIT = 2,  /* forward, any length: a row cut into slices across blocks, read twice */
-  OPSI_ROWS_STREAM = 3  /* backward, any length: a block per row, read twice */
+  OPSI_ROWS_STREAM = 3  /* backward, any length: blocks walk rows, each row read twice */
 };
 
 /* Floats of a row that one thread holds in registers, per kernel. */
@@ -39,6 +39,8 @@ enum {
 
 #define OPSI_ROWS_SLICE 8192            /* elements per slice of the split variant */
 #define OPSI_ROWS_BWD_THREADS 131072    /* threads the backward's row groups aim at (~1 wave) */
+#define OPSI_ROWS_STREAM_THREADS 512    /* the stream backward's block */
+#define OPSI_ROWS_STREAM_BLOCKS 1024    /* its grid without dweight / dbias (rows beyond: walked) */
 
 typedef struct opsi_rows_config {
   int32_t tpr, rpb, vpt;

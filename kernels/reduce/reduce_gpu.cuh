@@ -130,14 +130,32 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce_geom g) {
   }
 }
 
-/* Combines the split partials of each output, in split order. */
-static __global__ void reduce_partials_kernel(const reduce_geom g, int columns) {
-  for (int64_t out = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; out < g.outputs; out += (int64_t)gridDim.x * blockDim.x) {
-    float acc = red_identity(g.op);
-    for (int64_t s = 0; s < g.splits; ++s) {
-      acc = red_combine(g.op, acc, g.partial[columns ? s * g.outputs + out : out * g.splits + s]);
+/* Combines the split partials of each output in a fixed order, many loads in flight.
+ * Columns ([splits, outputs]): a block per 32 outputs, warp w takes splits w, w + 8, ...,
+ * then the 8 warps in order. Rows ([outputs, splits]): a warp per output, lane l takes
+ * splits l, l + 32, ..., then a butterfly. */
+enum { PARTIAL_WARPS = 8 };
+static __global__ void __launch_bounds__(256) reduce_partials_kernel(const reduce_geom g, int columns) {
+  __shared__ float sm[PARTIAL_WARPS][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc = red_identity(g.op);
+  if (columns) {
+    const int64_t out = (int64_t)blockIdx.x * 32 + lane;
+    if (out < g.outputs) {
+      for (int64_t s = warp; s < g.splits; s += PARTIAL_WARPS) acc = red_combine(g.op, acc, g.partial[s * g.outputs + out]);
     }
+    sm[warp][lane] = acc;
+    __syncthreads();
+    if (warp != 0 || out >= g.outputs) return;
+    for (int w = 1; w < PARTIAL_WARPS; ++w) acc = red_combine(g.op, acc, sm[w][lane]);
     store_output(g, out, acc);
+  } else {
+    const int64_t out = (int64_t)blockIdx.x * PARTIAL_WARPS + warp;
+    if (out >= g.outputs) return;
+    for (int64_t s = lane; s < g.splits; s += 32) acc = red_combine(g.op, acc, g.partial[out * g.splits + s]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc = red_combine(g.op, acc, __shfl_xor_sync(0xFFFFFFFFu, acc, o));
+    if (lane == 0) store_output(g, out, acc);
   }
 }
 
@@ -154,13 +172,17 @@ __global__ void __launch_bounds__(256) reduce_columns_kernel(const reduce_geom g
   for (int j = 0; j < VEC; ++j) acc[j] = red_identity(g.op);
   if (VEC > 1) {
     int64_t r = lo;
-    for (; r + 3 < hi; r += 4) {
-      vec16<T> a = load16_stream(x + r * rs), b = load16_stream(x + (r + 1) * rs);
-      vec16<T> d = load16_stream(x + (r + 2) * rs), e = load16_stream(x + (r + 3) * rs);
+    constexpr int DEEP = 8; /* rows in flight per thread: the column walk is pure latency */
+    for (; r + DEEP - 1 < hi; r += DEEP) {
+      vec16<T> a[DEEP];
+#pragma unroll
+      for (int k = 0; k < DEEP; ++k) a[k] = load16_stream(x + (r + k) * rs);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        acc[j] = red_combine(g.op, acc[j], red_combine(g.op, red_combine(g.op, to_f(a.v[j]), to_f(b.v[j])),
-                                                       red_combine(g.op, to_f(d.v[j]), to_f(e.v[j]))));
+        float t = to_f(a[0].v[j]);
+#pragma unroll
+        for (int k = 1; k < DEEP; ++k) t = red_combine(g.op, t, to_f(a[k].v[j]));
+        acc[j] = red_combine(g.op, acc[j], t);
       }
     }
     for (; r < hi; ++r) {
@@ -235,8 +257,8 @@ void launch_reduce(const reduce_geom &g, int kind, int vec16, cudaStream_t strea
   }
   *block = 256;
   if (g.splits > 1) {
-    const int blocks = (int)((g.outputs + 255) / 256 < cap ? (g.outputs + 255) / 256 : cap);
-    reduce_partials_kernel<<<blocks, 256, 0, stream>>>(g, kind == REDUCE_COLUMNS);
+    const int64_t per = kind == REDUCE_COLUMNS ? 32 : PARTIAL_WARPS;
+    reduce_partials_kernel<<<(unsigned)((g.outputs + per - 1) / per), 256, 0, stream>>>(g, kind == REDUCE_COLUMNS);
   }
 }
 

@@ -80,7 +80,7 @@ __device__ __forceinline__ float run_program(const opsi_ew_gpu_program &p, float
 }
 
 /* Program shapes with a kernel of their own: one step, inlined whole. */
-enum { PS_GENERAL = 0, PS_SIN_AFFINE = 1, PS_SCALE = 2, PS_BINARY = 3, PS_UNARY = 4 };
+enum { PS_GENERAL = 0, PS_SIN_AFFINE = 1, PS_SCALE = 2, PS_BINARY = 3, PS_UNARY = 4, PS_DROPOUT = 5 };
 
 inline int program_shape(const opsi_ew_gpu_program &p) {
   if (p.n_steps != 1) return PS_GENERAL;
@@ -89,6 +89,7 @@ inline int program_shape(const opsi_ew_gpu_program &p) {
     case OPSI_STEP_SCALE: return PS_SCALE;
     case OPSI_STEP_BINARY: return p.steps[0].operand == 0 && !p.steps[0].operand_first ? PS_BINARY : PS_GENERAL;
     case OPSI_STEP_UNARY: return PS_UNARY;
+    case OPSI_STEP_DROPOUT: return PS_DROPOUT;
     default: return PS_GENERAL;
   }
 }
@@ -123,12 +124,25 @@ __device__ __forceinline__ void run_vectors(const opsi_ew_gpu_program &p, int n_
     if (u >= count) break;
     const int64_t vi = first + u * step;
     vec16<T> y;
+    if (PS == PS_DROPOUT) { /* one Philox call per 4 elements: vi * N is a multiple of 4 */
+      const float p_drop = p.steps[0].a, keep_scale = p.steps[0].b;
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      float opv[OPSI_CHAIN_MAX_OPERANDS];
+      for (int j0 = 0; j0 < N; j0 += 4) {
+        const opsi_u32x4 w = opsi_dropout_bits(p.seed, p.offset, (uint64_t)(vi * N + j0) >> 2);
 #pragma unroll
-      for (int k = 0; k < OPSI_CHAIN_MAX_OPERANDS; ++k) opv[k] = k < n_ops ? to_f(o[u][k].v[j]) : 0.0f;
-      y.v[j] = from_f<T>(run_shaped<PS>(p, to_f(x[u].v[j]), opv, vi * N + j));
+        for (int q = 0; q < 4; ++q) {
+          const float r = (float)(w.v[q] >> 8) * 0x1p-24f; /* dropout_u's uniform */
+          y.v[j0 + q] = from_f<T>(r >= p_drop ? to_f(x[u].v[j0 + q]) * keep_scale : 0.0f);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        float opv[OPSI_CHAIN_MAX_OPERANDS];
+#pragma unroll
+        for (int k = 0; k < OPSI_CHAIN_MAX_OPERANDS; ++k) opv[k] = k < n_ops ? to_f(o[u][k].v[j]) : 0.0f;
+        y.v[j] = from_f<T>(run_shaped<PS>(p, to_f(x[u].v[j]), opv, vi * N + j));
+      }
     }
     store16_stream(static_cast<T *>(p.y) + vi * N, y);
   }
@@ -186,6 +200,7 @@ void launch_ew_program(const opsi_ew_gpu_program &p, int n_ops, int use_vec16, c
       case PS_SCALE: ew_vec16_kernel<T, PS_SCALE><<<blocks, threads, 0, stream>>>(p, n_ops); break;
       case PS_BINARY: ew_vec16_kernel<T, PS_BINARY><<<blocks, threads, 0, stream>>>(p, n_ops); break;
       case PS_UNARY: ew_vec16_kernel<T, PS_UNARY><<<blocks, threads, 0, stream>>>(p, n_ops); break;
+      case PS_DROPOUT: ew_vec16_kernel<T, PS_DROPOUT><<<blocks, threads, 0, stream>>>(p, n_ops); break;
       default: ew_vec16_kernel<T, PS_GENERAL><<<blocks, threads, 0, stream>>>(p, n_ops); break;
     }
   } else {

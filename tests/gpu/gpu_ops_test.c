@@ -139,7 +139,7 @@ static int compare(const opst_tensor *out, const opst_tensor *ref, const double 
       return 0;
     }
     num += (o - r) * (o - r);
-    den += r * r;
+    den += scale ? (fabs(r) + s) * (fabs(r) + s) : r * r; /* with scales: relative to what cancelled */
   }
   if (use_l2 && den > 0.0 && sqrt(num / den) > l2_tol(dt)) {
     snprintf(why, n, "relative L2 error %.3g > %.3g", sqrt(num / den), l2_tol(dt));
@@ -475,8 +475,24 @@ static void rows_forward_case(int iter) {
              has_ro ? (ro_in_place ? " residual_out(in place)" : " residual_out") : "",
              has_mean || has_rstd ? " stats" : "");
   }
+  /* a row's mean cancels: its error scale is the mean of |x (+ residual)| */
+  double *smean = NULL;
+  for (int i = 0; kind == 0 && i < c.n; ++i) {
+    if (!c.has[i] || c.h[i] != &mean) continue;
+    const int64_t rows = cols > 0 ? opst_numel(&x) / cols : 0;
+    const int with_res = c.has[4]; /* tensors: 0 x, 1 w, 2 y, 3 b, 4 residual, 5 residual_out, 6 mean, 7 rstd */
+    smean = calloc((size_t)rows + 1, sizeof(double));
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t j = 0; j < cols; ++j) {
+        smean[row] += fabs(opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0));
+      }
+      smean[row] /= (double)cols;
+    }
+    c.scale[i] = smean;
+  }
   c.label = label;
   check_call(&c);
+  free(smean);
   for (int i = 0; i < c.n; ++i) {
     if (c.has[i]) opst_free(c.h[i]);
   }

@@ -245,8 +245,14 @@ static void bm_rows(opsb_state *s, const void *arg) {
       ops_norm_params_init(&f);
       f.rstd_out = &c.rstd;
       f.mean_out = rc->kind == K_LN_BWD ? &c.mean : NULL;
-      CHECK_OPS(rc->kind == K_LN_BWD ? ops_layernorm(g_h, &f, &c.x, &c.w, &c.y, NULL, 0)
-                                     : ops_rmsnorm(g_h, &f, &c.x, &c.w, &c.y, NULL, 0));
+      size_t fws = 0;
+      CHECK_OPS(rc->kind == K_LN_BWD ? ops_layernorm_workspace_size(g_h, &f, &c.x, &c.w, &c.y, &fws)
+                                     : ops_rmsnorm_workspace_size(g_h, &f, &c.x, &c.w, &c.y, &fws));
+      void *pfws = fws ? dev_alloc(fws) : NULL; /* the split forward of long rows needs one */
+      CHECK_OPS(rc->kind == K_LN_BWD ? ops_layernorm(g_h, &f, &c.x, &c.w, &c.y, pfws, fws)
+                                     : ops_rmsnorm(g_h, &f, &c.x, &c.w, &c.y, pfws, fws));
+      CHECK_CUDA(cudaStreamSynchronize(g_stream));
+      cudaFree(pfws);
       pdw = dev_alloc((size_t)rc->cols * (size_t)es), pdb = dev_alloc((size_t)rc->cols * (size_t)es);
       CHECK_OPS(ops_tensor_init(&c.dw, pdw, (ops_dtype)rc->dtype, dev, 1, &rc->cols, NULL));
       CHECK_OPS(ops_tensor_init(&c.db, pdb, (ops_dtype)rc->dtype, dev, 1, &rc->cols, NULL));

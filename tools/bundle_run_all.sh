@@ -50,4 +50,18 @@ if [ $bench -eq 1 ]; then
     tail -n 40 "$logs/$name.log"
   done
 fi
+if [ $bench -eq 1 ]; then
+  for py in "$here"/torch_*.py; do
+    [ -e "$py" ] || continue
+    name=$(basename "$py" .py)
+    echo "$name" | grep -Eq "$filter" || continue
+    if python3 -c "import torch" 2>/dev/null; then
+      python3 "$py" > "$logs/$name.log" 2>&1
+      echo "$name bench $?" >> "$results"
+      cat "$logs/$name.log"
+    else
+      echo "$name: skipped, no PyTorch on this host"
+    fi
+  done
+fi
 python3 "$here/count_bundle.py" "$logs" "$results"

@@ -46,6 +46,7 @@ done | sort -u | while read -r lib; do
 done
 cp tools/bundle_run_all.sh "$out/run_all.sh"
 cp tools/count_bundle.py "$out/count_bundle.py"
+cp bench/*.py "$out/"   # same-run comparisons with PyTorch, where the host has it
 chmod +x "$out/run_all.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
 mkdir -p gpu_carry

@@ -476,6 +476,32 @@ static void rows_forward_case(int iter) {
              has_ro ? (ro_in_place ? " residual_out(in place)" : " residual_out") : "",
              has_mean || has_rstd ? " stats" : "");
   }
+  /* y = (v - mean) rstd w + b cancels in v - mean: a near-constant row (rstd large) turns
+     the rounding of v (x + residual in f32) into an error of |v| rstd |w| */
+  double *sy = NULL;
+  if (kind != 2) {
+    const int64_t rows = cols > 0 ? opst_numel(&x) / cols : 0;
+    const int with_res = c.has[4];
+    sy = calloc((size_t)(rows * cols) + 1, sizeof(double));
+    for (int64_t row = 0; row < rows; ++row) {
+      double mu = 0.0, var = 0.0;
+      for (int64_t j = 0; kind == 0 && j < cols; ++j) {
+        mu += opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
+      }
+      mu /= (double)cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
+        var += (v - mu) * (v - mu);
+      }
+      const double rs = 1.0 / sqrt(var / (double)cols + (double)c.norm.eps);
+      for (int64_t j = 0; j < cols; ++j) {
+        const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
+        sy[row * cols + j] = (fabs(v) + fabs(mu)) * rs * fabs(opst_at_flat(&w, j)) +
+                             (c.has[3] ? fabs(opst_at_flat(&b, j)) : 0.0);
+      }
+    }
+    c.scale[2] = sy;
+  }
   /* a row's mean cancels: its error scale is the mean of |x (+ residual)| */
   double *smean = NULL;
   for (int i = 0; kind == 0 && i < c.n; ++i) {
@@ -494,6 +520,7 @@ static void rows_forward_case(int iter) {
   c.label = label;
   check_call(&c);
   free(smean);
+  free(sy);
   for (int i = 0; i < c.n; ++i) {
     if (c.has[i]) opst_free(c.h[i]);
   }

@@ -477,18 +477,22 @@ static void rows_forward_case(int iter) {
              has_mean || has_rstd ? " stats" : "");
   }
   /* y = (v - mean) rstd w + b cancels in v - mean: a near-constant row (rstd large) turns
-     the rounding of v (x + residual in f32) into an error of |v| rstd |w| */
+     the rounding of v (x + residual in f32) and of the mean (a sum of |v|) into an error of
+     (|v| + mean |v|) rstd |w| */
   double *sy = NULL;
   if (kind != 2) {
     const int64_t rows = cols > 0 ? opst_numel(&x) / cols : 0;
     const int with_res = c.has[4];
     sy = calloc((size_t)(rows * cols) + 1, sizeof(double));
     for (int64_t row = 0; row < rows; ++row) {
-      double mu = 0.0, var = 0.0;
-      for (int64_t j = 0; kind == 0 && j < cols; ++j) {
-        mu += opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
+      double mu = 0.0, var = 0.0, mabs = 0.0;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
+        mu += kind == 0 ? v : 0.0;
+        mabs += fabs(v);
       }
       mu /= (double)cols;
+      mabs /= (double)cols;
       for (int64_t j = 0; j < cols; ++j) {
         const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
         var += (v - mu) * (v - mu);
@@ -496,7 +500,7 @@ static void rows_forward_case(int iter) {
       const double rs = 1.0 / sqrt(var / (double)cols + (double)c.norm.eps);
       for (int64_t j = 0; j < cols; ++j) {
         const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
-        sy[row * cols + j] = (fabs(v) + fabs(mu)) * rs * fabs(opst_at_flat(&w, j)) +
+        sy[row * cols + j] = (fabs(v) + mabs) * rs * fabs(opst_at_flat(&w, j)) +
                              (c.has[3] ? fabs(opst_at_flat(&b, j)) : 0.0);
       }
     }

@@ -68,6 +68,27 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/* Partial rows p[k * cols + c], k < parts, folded per column in a fixed order by a block of
+ * FOLD_WARPS warps over FOLD_COLS columns (column c = blockIdx.x * FOLD_COLS + lane): warp w
+ * folds rows w, w + FOLD_WARPS, ..., then the warps' results are folded in warp order. Every
+ * thread of the block calls it (it holds a barrier); the result is the column's in warp 0. */
+enum { FOLD_COLS = 32, FOLD_WARPS = 8 };
+template <typename Combine>
+__device__ __forceinline__ float fold_partial_rows(const float *p, int64_t parts, int64_t cols, int64_t c,
+                                                   float identity, Combine combine, float (*sm)[FOLD_COLS]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc = identity;
+  if (c < cols) {
+    for (int64_t k = warp; k < parts; k += FOLD_WARPS) acc = combine(acc, p[k * cols + c]);
+  }
+  sm[warp][lane] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    for (int w = 1; w < FOLD_WARPS; ++w) acc = combine(acc, sm[w][lane]);
+  }
+  return acc;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));

@@ -609,28 +609,18 @@ __global__ void __launch_bounds__(OPSI_ROWS_STREAM_THREADS) row_backward_stream_
   }
 }
 
-/* dweight / dbias = their `parts` partial rows summed in a fixed order: block (32 columns)
- * x 8 warps; warp w sums parts w, w + 8, ... of its lane's column, then the 8 warp sums are
- * added in warp order through shared memory. */
-enum { PARTIAL_COLS = 32, PARTIAL_WARPS = 8 };
+/* dweight / dbias = their `parts` partial rows summed in a fixed order (fold_partial_rows:
+ * a block per FOLD_COLS columns). */
 template <typename T>
-__global__ void __launch_bounds__(256) row_partials_kernel(const row_geom g, int64_t parts) {
-  __shared__ float sw[PARTIAL_WARPS][PARTIAL_COLS], sb[PARTIAL_WARPS][PARTIAL_COLS];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t c = (int64_t)blockIdx.x * PARTIAL_COLS + lane;
+__global__ void __launch_bounds__(FOLD_WARPS * 32) row_partials_kernel(const row_geom g, int64_t parts) {
+  __shared__ float sw[FOLD_WARPS][FOLD_COLS], sb[FOLD_WARPS][FOLD_COLS];
+  const int64_t c = (int64_t)blockIdx.x * FOLD_COLS + (threadIdx.x & 31);
   const bool want_dw = g.dw != nullptr, want_db = g.db != nullptr;
-  const float *pb = g.ws + (want_dw ? parts : 0) * g.cols;
-  float dw = 0.0f, db = 0.0f;
-  if (c < g.cols) {
-    for (int64_t p = warp; p < parts; p += PARTIAL_WARPS) {
-      if (want_dw) dw += g.ws[p * g.cols + c];
-      if (want_db) db += pb[p * g.cols + c];
-    }
-  }
-  sw[warp][lane] = dw, sb[warp][lane] = db;
-  __syncthreads();
-  if (warp != 0 || c >= g.cols) return;
-  for (int w = 1; w < PARTIAL_WARPS; ++w) dw += sw[w][lane], db += sb[w][lane];
+  const auto add = [](float a, float b) { return a + b; };
+  const float dw = fold_partial_rows(g.ws, want_dw ? parts : 0, g.cols, c, 0.0f, add, sw);
+  const float db = fold_partial_rows(g.ws + (want_dw ? parts : 0) * g.cols, want_db ? parts : 0, g.cols, c, 0.0f,
+                                     add, sb);
+  if (threadIdx.x >= 32 || c >= g.cols) return;
   if (want_dw) store_any(g.dw, c * g.dw_stride, g.dw_dtype, dw);
   if (want_db) store_any(g.db, c * g.db_stride, g.db_dtype, db);
 }
@@ -676,13 +666,13 @@ void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_
   const int threads = g.cfg.tpr * g.cfg.rpb;
   const unsigned capped = rows_grid_cap(g, sm_count);
   const bool partials = g.op != ROW_SOFTMAX && (g.dw != nullptr || g.db != nullptr);
-  const unsigned partial_blocks = (unsigned)((g.cols + PARTIAL_COLS - 1) / PARTIAL_COLS);
+  const unsigned partial_blocks = (unsigned)((g.cols + FOLD_COLS - 1) / FOLD_COLS);
   *block = threads, *grid = (int32_t)capped;
   if (variant == OPSI_ROWS_STREAM) {
     const unsigned blocks = (unsigned)g.cfg.blocks;
     if (vec16) row_backward_stream_kernel<T, V><<<blocks, OPSI_ROWS_STREAM_THREADS, 0, stream>>>(g);
     else row_backward_stream_kernel<T, 1><<<blocks, OPSI_ROWS_STREAM_THREADS, 0, stream>>>(g);
-    if (partials) row_partials_kernel<T><<<partial_blocks, 256, 0, stream>>>(g, g.cfg.groups);
+    if (partials) row_partials_kernel<T><<<partial_blocks, FOLD_WARPS * 32, 0, stream>>>(g, g.cfg.groups);
     *grid = (int32_t)blocks, *block = OPSI_ROWS_STREAM_THREADS;
   } else if (g.op == ROW_SOFTMAX) {
     if (vec16) row_backward_kernel<T, V, OPSI_ROWS_SM_BWD_HELD / V, false><<<capped, threads, 0, stream>>>(g);
@@ -693,7 +683,7 @@ void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_
     constexpr int NV = OPSI_ROWS_NORM_BWD_HELD / V > 0 ? OPSI_ROWS_NORM_BWD_HELD / V : 1;
     if (vec16) row_backward_kernel<T, V, NV, true><<<blocks, threads, 0, stream>>>(g);
     else row_backward_kernel<T, 1, OPSI_ROWS_NORM_BWD_HELD, true><<<blocks, threads, 0, stream>>>(g);
-    if (partials) row_partials_kernel<T><<<partial_blocks, 256, 0, stream>>>(g, g.cfg.groups);
+    if (partials) row_partials_kernel<T><<<partial_blocks, FOLD_WARPS * 32, 0, stream>>>(g, g.cfg.groups);
     *grid = (int32_t)blocks;
   }
 }

@@ -131,27 +131,21 @@ __global__ void __launch_bounds__(256) reduce_rows_kernel(const reduce_geom g) {
 }
 
 /* Combines the split partials of each output in a fixed order, many loads in flight.
- * Columns ([splits, outputs]): a block per 32 outputs, warp w takes splits w, w + 8, ...,
- * then the 8 warps in order. Rows ([outputs, splits]): a warp per output, lane l takes
- * splits l, l + 32, ..., then a butterfly. */
-enum { PARTIAL_WARPS = 8 };
-static __global__ void __launch_bounds__(256) reduce_partials_kernel(const reduce_geom g, int columns) {
-  __shared__ float sm[PARTIAL_WARPS][32];
+ * Columns ([splits, outputs]): fold_partial_rows, a block per FOLD_COLS outputs. Rows
+ * ([outputs, splits]): a warp per output, lane l takes splits l, l + 32, ..., then a
+ * butterfly. */
+static __global__ void __launch_bounds__(FOLD_WARPS * 32) reduce_partials_kernel(const reduce_geom g, int columns) {
+  __shared__ float sm[FOLD_WARPS][FOLD_COLS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc = red_identity(g.op);
   if (columns) {
-    const int64_t out = (int64_t)blockIdx.x * 32 + lane;
-    if (out < g.outputs) {
-      for (int64_t s = warp; s < g.splits; s += PARTIAL_WARPS) acc = red_combine(g.op, acc, g.partial[s * g.outputs + out]);
-    }
-    sm[warp][lane] = acc;
-    __syncthreads();
-    if (warp != 0 || out >= g.outputs) return;
-    for (int w = 1; w < PARTIAL_WARPS; ++w) acc = red_combine(g.op, acc, sm[w][lane]);
-    store_output(g, out, acc);
+    const int64_t out = (int64_t)blockIdx.x * FOLD_COLS + lane;
+    const float acc = fold_partial_rows(g.partial, g.splits, g.outputs, out, red_identity(g.op),
+                                        [&](float a, float b) { return red_combine(g.op, a, b); }, sm);
+    if (warp == 0 && out < g.outputs) store_output(g, out, acc);
   } else {
-    const int64_t out = (int64_t)blockIdx.x * PARTIAL_WARPS + warp;
+    const int64_t out = (int64_t)blockIdx.x * FOLD_WARPS + warp;
     if (out >= g.outputs) return;
+    float acc = red_identity(g.op);
     for (int64_t s = lane; s < g.splits; s += 32) acc = red_combine(g.op, acc, g.partial[out * g.splits + s]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc = red_combine(g.op, acc, __shfl_xor_sync(0xFFFFFFFFu, acc, o));
@@ -257,8 +251,9 @@ void launch_reduce(const reduce_geom &g, int kind, int vec16, cudaStream_t strea
   }
   *block = 256;
   if (g.splits > 1) {
-    const int64_t per = kind == REDUCE_COLUMNS ? 32 : PARTIAL_WARPS;
-    reduce_partials_kernel<<<(unsigned)((g.outputs + per - 1) / per), 256, 0, stream>>>(g, kind == REDUCE_COLUMNS);
+    const int64_t per = kind == REDUCE_COLUMNS ? FOLD_COLS : FOLD_WARPS;
+    reduce_partials_kernel<<<(unsigned)((g.outputs + per - 1) / per), FOLD_WARPS * 32, 0, stream>>>(
+        g, kind == REDUCE_COLUMNS);
   }
 }
 

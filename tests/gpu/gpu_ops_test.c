@@ -476,50 +476,36 @@ static void rows_forward_case(int iter) {
              has_ro ? (ro_in_place ? " residual_out(in place)" : " residual_out") : "",
              has_mean || has_rstd ? " stats" : "");
   }
-  /* y = (v - mean) rstd w + b cancels in v - mean: a near-constant row (rstd large) turns
-     the rounding of v (x + residual in f32) and of the mean (a sum of |v|) into an error of
-     (|v| + mean |v|) rstd |w| */
-  double *sy = NULL;
+  /* Error scales of the norm outputs, per row of v = x (+ residual): y = (v - mean) rstd w + b
+     cancels in v - mean, so a near-constant row (rstd large) turns the rounding of v (summed
+     in f32) and of the mean (a sum of |v|) into an error of (|v| + mean |v|) rstd |w|; the
+     mean output (tensor 6) cancels too, its scale is mean |v|. Tensors: 0 x, 1 w, 2 y, 3 b,
+     4 residual, 5 residual_out, 6 mean, 7 rstd. */
+  double *sy = NULL, *smean = NULL;
   if (kind != 2) {
     const int64_t rows = cols > 0 ? opst_numel(&x) / cols : 0;
-    const int with_res = c.has[4];
+    double *v = calloc((size_t)cols + 1, sizeof(double));
     sy = calloc((size_t)(rows * cols) + 1, sizeof(double));
+    smean = calloc((size_t)rows + 1, sizeof(double));
     for (int64_t row = 0; row < rows; ++row) {
-      double mu = 0.0, var = 0.0, mabs = 0.0;
+      double mu = 0.0, var = 0.0;
       for (int64_t j = 0; j < cols; ++j) {
-        const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
-        mu += kind == 0 ? v : 0.0;
-        mabs += fabs(v);
+        v[j] = opst_at_flat(&x, row * cols + j) + (c.has[4] ? opst_at_flat(&res, row * cols + j) : 0.0);
+        mu += kind == 0 ? v[j] : 0.0;
+        smean[row] += fabs(v[j]);
       }
       mu /= (double)cols;
-      mabs /= (double)cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
-        var += (v - mu) * (v - mu);
-      }
+      smean[row] /= (double)cols;
+      for (int64_t j = 0; j < cols; ++j) var += (v[j] - mu) * (v[j] - mu);
       const double rs = 1.0 / sqrt(var / (double)cols + (double)c.norm.eps);
       for (int64_t j = 0; j < cols; ++j) {
-        const double v = opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0);
-        sy[row * cols + j] = (fabs(v) + mabs) * rs * fabs(opst_at_flat(&w, j)) +
+        sy[row * cols + j] = (fabs(v[j]) + smean[row]) * rs * fabs(opst_at_flat(&w, j)) +
                              (c.has[3] ? fabs(opst_at_flat(&b, j)) : 0.0);
       }
     }
+    free(v);
     c.scale[2] = sy;
-  }
-  /* a row's mean cancels: its error scale is the mean of |x (+ residual)| */
-  double *smean = NULL;
-  for (int i = 0; kind == 0 && i < c.n; ++i) {
-    if (!c.has[i] || c.h[i] != &mean) continue;
-    const int64_t rows = cols > 0 ? opst_numel(&x) / cols : 0;
-    const int with_res = c.has[4]; /* tensors: 0 x, 1 w, 2 y, 3 b, 4 residual, 5 residual_out, 6 mean, 7 rstd */
-    smean = calloc((size_t)rows + 1, sizeof(double));
-    for (int64_t row = 0; row < rows; ++row) {
-      for (int64_t j = 0; j < cols; ++j) {
-        smean[row] += fabs(opst_at_flat(&x, row * cols + j) + (with_res ? opst_at_flat(&res, row * cols + j) : 0.0));
-      }
-      smean[row] /= (double)cols;
-    }
-    c.scale[i] = smean;
+    if (c.has[6]) c.scale[6] = smean;
   }
   c.label = label;
   check_call(&c);

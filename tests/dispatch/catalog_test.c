@@ -110,6 +110,48 @@ static void public_catalog_matches_the_rows(void **state) {
   assert_int_equal(ops_kernel_info_at(0, &info), OPS_ERR_STRUCT_SIZE);
 }
 
+/* Kernel ids are ABI: once shipped, a name keeps its id and an id its name. Every kernel
+ * shipped so far, by name; a new kernel is appended here with the id it ships with. */
+static void shipped_kernel_ids_never_change(void **state) {
+  (void)state;
+  static const struct {
+    int32_t id;
+    const char *name;
+  } shipped[] = {
+      {100, "cpu_sdpa_ref"}, {200, "cpu_gemm_ref"}, {300, "cpu_layernorm_ref"},
+      {301, "cuda_layernorm_warp_vec16"}, {302, "cuda_layernorm_block_vec16"}, {303, "cuda_layernorm_block"},
+      {304, "cuda_layernorm_split"}, {305, "cuda_layernorm_split_vec16"}, {400, "cpu_rmsnorm_ref"},
+      {401, "cuda_rmsnorm_warp_vec16"}, {402, "cuda_rmsnorm_block_vec16"}, {403, "cuda_rmsnorm_block"},
+      {404, "cuda_rmsnorm_split"}, {405, "cuda_rmsnorm_split_vec16"}, {500, "cpu_softmax_ref"},
+      {501, "cuda_softmax_warp_vec16"}, {502, "cuda_softmax_block_vec16"}, {503, "cuda_softmax_block"},
+      {504, "cuda_softmax_split"}, {505, "cuda_softmax_split_vec16"}, {600, "cpu_sin_affine_ref"},
+      {601, "cuda_sin_affine_vec16"}, {602, "cuda_sin_affine_strided"}, {700, "cpu_unary_ref"},
+      {701, "cuda_unary_vec16"}, {702, "cuda_unary_strided"}, {800, "cpu_binary_ref"},
+      {801, "cuda_binary_vec16"}, {802, "cuda_binary_strided"}, {900, "cpu_reduce_ref"},
+      {901, "cuda_reduce_rows_vec16"}, {902, "cuda_reduce_rows"}, {903, "cuda_reduce_columns_vec16"},
+      {904, "cuda_reduce_columns"}, {905, "cuda_reduce_strided"}, {1000, "cpu_scale_ref"},
+      {1001, "cuda_scale_vec16"}, {1002, "cuda_scale_strided"}, {1100, "cpu_ew_chain_ref"},
+      {1101, "cuda_ew_chain_vec16"}, {1102, "cuda_ew_chain_strided"}, {1200, "cpu_dropout_ref"},
+      {1201, "cuda_dropout_vec16"}, {1202, "cuda_dropout_strided"}, {1300, "cpu_layernorm_backward_ref"},
+      {1301, "cuda_layernorm_backward_vec16"}, {1302, "cuda_layernorm_backward_block"}, {1303, "cuda_layernorm_backward_stream"},
+      {1304, "cuda_layernorm_backward_stream_vec16"}, {1400, "cpu_rmsnorm_backward_ref"}, {1401, "cuda_rmsnorm_backward_vec16"},
+      {1402, "cuda_rmsnorm_backward_block"}, {1403, "cuda_rmsnorm_backward_stream"}, {1404, "cuda_rmsnorm_backward_stream_vec16"},
+      {1500, "cpu_softmax_backward_ref"}, {1501, "cuda_softmax_backward_vec16"}, {1502, "cuda_softmax_backward_block"},
+      {1503, "cuda_softmax_backward_stream"}, {1504, "cuda_softmax_backward_stream_vec16"},
+  };
+  const size_t n = sizeof shipped / sizeof shipped[0];
+  for (size_t i = 0; i < n; ++i) {
+    ops_kernel_info info;
+    info.struct_size = sizeof info;
+    if (ops_kernel_info_by_name(shipped[i].name, &info) != OPS_OK || info.kernel_id != shipped[i].id) {
+      print_error("%s: expected kernel id %d, got %s\n", shipped[i].name, (int)shipped[i].id, ops_last_error());
+      fail();
+    }
+    assert_int_equal(info.kernel_id, shipped[i].id);
+  }
+  assert_int_equal(ops_kernel_count(), (int)n); /* a new kernel is listed above too */
+}
+
 static void machine_models_are_sane(void **state) {
   (void)state;
   int n = 0;
@@ -133,6 +175,7 @@ int main(void) {
       cmocka_unit_test(rows_are_consistent),
       cmocka_unit_test(every_op_has_a_cpu_reference),
       cmocka_unit_test(public_catalog_matches_the_rows),
+      cmocka_unit_test(shipped_kernel_ids_never_change),
       cmocka_unit_test(machine_models_are_sane),
   };
   return cmocka_run_group_tests_name("catalog", tests, NULL, NULL);

@@ -35,6 +35,7 @@ for label, status in targets:
     failed += fl
     skipped += sk
     skip_notes += re.findall(r"^\[ SKIP     \] (.*)$", text, re.M)
+    skip_notes += re.findall(r"^SKIPPED \[\d+\] (.*)$", text, re.M)  # pytest -rs
 
 print()
 print(f"test targets: {len(targets)} ({len(targets) - len(bad_targets)} passed)")

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what building and testing opslib needs, from Debian's packages, when missing:
 # Bazel (bazel-bootstrap, which runs fully offline with third_party/'s stand-ins), cmocka
-# (tests), DLPack headers, Google Benchmark. The CUDA toolkit must be at /usr/local/cuda.
+# (tests), DLPack headers, Google Benchmark, NumPy and pytest for Debian's python3 (the
+# Python binding's tests). The CUDA toolkit must be at /usr/local/cuda.
 set -eu
 
 need=""
@@ -10,6 +11,9 @@ command -v bazel >/dev/null 2>&1 || need="$need bazel-bootstrap"
 [ -f /usr/include/dlpack/dlpack.h ] || need="$need libdlpack-dev"
 [ -f /usr/include/benchmark/benchmark.h ] || need="$need libbenchmark-dev"
 command -v g++ >/dev/null 2>&1 || need="$need g++"
+# the Python binding's tests run on Debian's python3 (python/run_pytest.sh)
+/usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
+/usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need="$need python3-pytest"
 
 if [ -n "$need" ]; then
   echo "setup: installing$need"

@@ -3,12 +3,14 @@
 #   --sanitizer     also run every test under compute-sanitizer (memcheck and racecheck)
 #   --bench         also run the benchmarks (bin/bench_*), JSON into $LOGS
 #   --filter REGEX  only the binaries whose name matches
+# Also runs the Python binding's tests (python_test) where the host has torch and pytest;
+# --bench also runs bench/compare.py (opslib vs PyTorch; COMPARE_ARGS passes options).
 # Logs go to $OUT (the device tool's output folder) when set, else ./logs. The last line
 # is the summary: "bundle: N passed, N failed, N skipped".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-sanitizer=0; bench=0; filter="."
+sanitizer=0; bench=0; filter="."; COMPARE_ARGS="${COMPARE_ARGS:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitizer) sanitizer=1 ;;
@@ -40,6 +42,25 @@ for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo; do
     done
   fi
 done
+# The Python binding against PyTorch (python/tests), where the host has torch and pytest.
+if echo "python_test" | grep -Eq "$filter"; then
+  if python3 -c "import torch, pytest, numpy" 2>/dev/null; then
+    OPSLIB_LIBRARY="$here/lib/libopslib.so" python3 -m pytest -p no:cacheprovider -rs -q \
+      "$here/python/tests" > "$logs/python_test.log" 2>&1
+    echo "python_test plain $?" >> "$results"
+    tail -n 4 "$logs/python_test.log" | sed "s|^|  python_test: |"
+    if [ $sanitizer -eq 1 ]; then
+      for tool in memcheck racecheck; do
+        OPSLIB_LIBRARY="$here/lib/libopslib.so" compute-sanitizer --tool $tool --error-exitcode 99 \
+          python3 -m pytest -p no:cacheprovider -q "$here/python/tests" > "$logs/python_test.$tool.log" 2>&1
+        echo "python_test $tool $?" >> "$results"
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/python_test.$tool.log" | tail -n 1 | sed "s|^|  python_test [$tool]: |"
+      done
+    fi
+  else
+    echo "python_test: skipped, this host lacks torch, pytest or numpy"
+  fi
+fi
 if [ $bench -eq 1 ]; then
   for b in "$here"/bin/bench_*; do
     [ -e "$b" ] || continue
@@ -51,12 +72,12 @@ if [ $bench -eq 1 ]; then
   done
 fi
 if [ $bench -eq 1 ]; then
-  for py in "$here"/torch_*.py; do
+  for py in "$here"/compare.py; do
     [ -e "$py" ] || continue
     name=$(basename "$py" .py)
     echo "$name" | grep -Eq "$filter" || continue
     if python3 -c "import torch" 2>/dev/null; then
-      python3 "$py" > "$logs/$name.log" 2>&1
+      (cd "$logs" && OPSLIB_LIBRARY="$here/lib/libopslib.so" python3 "$py" $COMPARE_ARGS) > "$logs/$name.log" 2>&1
       echo "$name bench $?" >> "$results"
       cat "$logs/$name.log"
     else

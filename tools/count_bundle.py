@@ -18,6 +18,10 @@ for line in open(results):
     p = sum(int(n) for n in re.findall(r"^\[  PASSED  \] (\d+) test\(s\)\.", text, re.M))
     f = sum(int(n) for n in re.findall(r"^\[  FAILED  \] (\d+) test\(s\), listed below", text, re.M))
     s = sum(int(n) for n in re.findall(r"^\[  SKIPPED \] (\d+) test\(s\), listed below", text, re.M))
+    m = re.findall(r"^=* ?(\d+ (?:passed|failed|skipped|errors?)\b.*) in [\d.]+s", text, re.M)
+    if name == "python_test" and m:  # pytest's summary line
+        counts = dict((k, int(n)) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", m[-1]))
+        p, f, s = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0), counts.get("skipped", 0)
     if name == "examples_sdpa_demo":
         p, f = (1, 0) if code == "0" else (0, 1)
     elif code != "0" and f == 0:

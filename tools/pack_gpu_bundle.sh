@@ -1,5 +1,6 @@
 #!/bin/sh
-# Packs every test and benchmark binary (plus the demo), stripped, with the shared
+# Packs every test and benchmark binary (plus the demo), stripped, libopslib.so with the
+# Python binding and its tests, bench/compare.py, and the shared
 # libraries they need that a GPU host may lack (Debian's cmocka, Google Benchmark), into
 # one self-contained folder with a runner. The GPU host needs a driver, nothing else:
 # CUDA's runtime is linked statically.
@@ -23,7 +24,7 @@ tools/setup.sh
 flags="--//tools/bazel:cuda_archs=$archs"
 tests=$(bazel query --noshow_progress 'kind("cc_test", //tests/...)' 2>/dev/null)
 benches=$(bazel query --noshow_progress 'kind("cc_binary", //bench/...)' 2>/dev/null || true)
-bazel build --noshow_progress $flags $tests $benches //examples:sdpa_demo
+bazel build --noshow_progress $flags $tests $benches //examples:sdpa_demo //:libopslib.so
 bin=$(bazel info $flags bazel-bin 2>/dev/null)
 
 rm -rf "$out"
@@ -44,9 +45,16 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
+# The Python binding over the shared library, its tests, and the PyTorch comparison.
+cp "$bin/libopslib.so" "$out/lib/"
+chmod u+w "$out/lib/libopslib.so"
+strip --strip-unneeded "$out/lib/libopslib.so"
+mkdir -p "$out/python/opslib" "$out/python/tests"
+cp python/opslib/*.py "$out/python/opslib/"
+cp python/tests/*.py "$out/python/tests/"
 cp tools/bundle_run_all.sh "$out/run_all.sh"
 cp tools/count_bundle.py "$out/count_bundle.py"
-cp bench/*.py "$out/"   # same-run comparisons with PyTorch, where the host has it
+cp bench/compare.py "$out/"   # same-run comparison with PyTorch, where the host has it
 chmod +x "$out/run_all.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
 mkdir -p gpu_carry

@@ -117,7 +117,9 @@ def memory_cases(torch, opslib, compile_on, quick):
         ln = lambda s, c=c: F.layer_norm(s["x"], (c,), s["w"], s["b"], 1e-5)  # noqa: E731
         rms = lambda s, c=c: F.rms_norm(s["x"], (c,), s["w"], 1e-5)  # noqa: E731
         sm = lambda s: torch.softmax(s["x"], -1)  # noqa: E731
-        addrms = lambda s, c=c: F.rms_norm(s["x"] + s["r"], (c,), s["w"], 1e-5)  # noqa: E731
+        def addrms(s, c=c):  # the sum is an output too (the next residual), as opslib's residual_out
+            h = s["x"] + s["r"]
+            return F.rms_norm(h, (c,), s["w"], 1e-5), h
         for op, fn, nb, ops_fn in (
                 ("layernorm", ln, 2 * n * e, lambda s: opslib.layernorm(s["x"], s["w"], s["b"], out=s["y"])),
                 ("rmsnorm", rms, 2 * n * e, lambda s: opslib.rmsnorm(s["x"], s["w"], out=s["y"])),
@@ -279,9 +281,11 @@ def run_case(torch, opslib, case, l2, iters, log):
     outs = {}
     for name, fn in case.torch_fns.items():
         try:
-            us, _ = timed(torch, fn, sets, iters)
+            us, host_us = timed(torch, fn, sets, iters)
             row["torch"][name] = us
-            outs.setdefault("ref", fn(sets[0]))
+            row.setdefault("torch_host_us", {})[name] = host_us
+            ref_out = fn(sets[0])
+            outs.setdefault("ref", ref_out[0] if isinstance(ref_out, tuple) else ref_out)
         except Exception as e:  # a backend that does not take this case
             row["torch"][name] = None
             row.setdefault("torch_errors", {})[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -326,7 +330,9 @@ def print_row(row):
     check = "" if "rel_err" not in o else ("ok" if o["rel_err"] < row["tol"] else "DIFFERS") + f" {o['rel_err']:.1e}"
     theirs = fmt_rate(row, row.get("best_torch_us")) + f" {row.get('best_torch', '-')}"
     ratio = f"{row['speedup']:.2f}x" if "speedup" in row else "-"
-    print(f"{row['op']:<15} {row['shape']:<17} {ours:<30} {theirs:<40} {ratio:>6}  {check}", flush=True)
+    host = f"{o['host_us']:5.0f}/{row['torch_host_us'][row['best_torch']]:<4.0f}" if "host_us" in o else ""
+    print(f"{row['op']:<15} {row['shape']:<17} {ours:<30} {theirs:<40} {ratio:>6}  {check:<13} {host}",
+          flush=True)
 
 
 def plot(result, png):
@@ -405,7 +411,8 @@ def main():
     src = dst = None  # 2 GiB back to the allocator
     print(f"{name}: copy {result['copy_tbps']:.3f} TB/s (1 GiB d2d, same run); torch {torch.__version__}; "
           f"opslib {opslib.version()} from {opslib.library_path}")
-    print(f"{'op':<15} {'shape':<17} {'opslib':<30} {'best PyTorch':<40} {'ratio':>6}  agree")
+    print(f"{'op':<15} {'shape':<17} {'opslib':<30} {'best PyTorch':<40} {'ratio':>6}  {'agree':<13} "
+          f"host us/call (opslib/PyTorch)")
     builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases}
     for fam in args.families.split(","):
         t0 = time.time()

@@ -5,7 +5,7 @@ import threading
 
 from . import _capi
 from ._tensors import KDL_CUDA, KDL_CUDA_MANAGED, Operand, TensorSpec, check, current_stream
-from ._tensors import empty, stream_pointer, workspace
+from ._tensors import empty, framework, order_after_current, stream_pointer, workspace
 
 _tls = threading.local()
 _lib = None
@@ -140,6 +140,8 @@ class Call:
             if self.device[0] in (KDL_CUDA, KDL_CUDA_MANAGED):
                 self.stream = (stream_pointer(self._stream_arg) if self._stream_arg is not None
                                else current_stream(obj, self.device[1]))
+                if self._stream_arg is not None and framework(obj) == "torch":
+                    order_after_current(obj, self.device[1], self.stream)
             else:
                 self.stream = 0
         op = Operand(_lib, obj, self.stream)

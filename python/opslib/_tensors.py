@@ -116,6 +116,8 @@ class Operand:
         if isinstance(obj, TensorSpec):
             self._init_spec(lib, obj)
             return
+        if framework(obj) == "torch" and self._init_torch(lib, obj):
+            return
         kind, _ = _device_of(obj)
         if kind in (KDL_CUDA, KDL_CUDA_MANAGED):
             # the producer makes the data ready on our stream (1: the legacy default stream)
@@ -127,6 +129,32 @@ class Operand:
         if name == b"dltensor_versioned":
             ptr += _VERSIONED_DLTENSOR_OFFSET
         check(lib, lib.ops_tensor_from_dlpack(ptr, ctypes.byref(self.t)), "ops_tensor_from_dlpack")
+
+    def _init_torch(self, lib, obj):
+        """torch tensors, read from their own attributes: the same view DLPack would give, in
+        a tenth of the time (torch's __dlpack__ with a stream costs ~28 us a tensor, measured
+        on the H100 host). Anything unusual takes the DLPack path, which says what is wrong."""
+        code = _torch_codes().get(obj.dtype)
+        dev = obj.device
+        if code is None or dev.type not in ("cuda", "cpu") or obj.layout is not _torch_codes()["strided"] \
+                or obj.is_neg() or obj.is_conj():
+            return False
+        n = obj.dim()
+        if n > _capi.MAX_DIMS:
+            return False
+        # filled in place (torch has checked extents and strides); the op validates the rest
+        t = self.t
+        t.struct_size = _TENSOR_SIZE
+        t.dtype = code
+        if dev.type == "cuda":
+            t.device.type, t.device.ordinal = _capi.DEVICE_CUDA, dev.index
+        else:
+            t.device.type = _capi.DEVICE_CPU
+        t.ndim = n
+        t.data = obj.data_ptr() or None
+        t.shape[:n] = obj.shape
+        t.strides[:n] = obj.stride()
+        return True
 
     def _init_spec(self, lib, spec):
         kind, ordinal = _device_of(spec)
@@ -141,6 +169,31 @@ class Operand:
     @property
     def ptr(self):
         return ctypes.byref(self.t)
+
+
+_TORCH = {}
+_TENSOR_SIZE = ctypes.sizeof(_capi.Tensor)
+
+
+def _torch_codes():
+    if not _TORCH:
+        import torch
+        _TORCH.update({torch.float32: _capi.DTYPE_F32, torch.float16: _capi.DTYPE_F16,
+                       torch.bfloat16: _capi.DTYPE_BF16, torch.int32: _capi.DTYPE_I32,
+                       torch.int64: _capi.DTYPE_I64, torch.uint8: _capi.DTYPE_U8,
+                       "strided": torch.strided})
+    return _TORCH
+
+
+def order_after_current(obj, device_id, stream):
+    """Makes `stream` wait for the work torch has queued on its current stream (what
+    __dlpack__(stream=) does for the DLPack path), when the two differ."""
+    import torch
+    cur = torch.cuda.current_stream(device_id)
+    if int(cur.cuda_stream) != stream:
+        ev = torch.cuda.Event()
+        ev.record(cur)
+        torch.cuda.ExternalStream(stream, device=device_id).wait_event(ev)
 
 
 # ---- allocation in the caller's framework ---------------------------------------------

@@ -164,3 +164,13 @@ def test_cpu_tensors_from_torch_use_the_cpu_backend(rng):
     y = opslib.rmsnorm(x, w)
     assert y.device.type == "cpu" and y.dtype == torch.bfloat16
     assert ref.rel_err(host(y), ref.rmsnorm(host(x), host(w))[0]) < 1e-2
+
+
+def test_unsupported_tensors_fail_with_the_librarys_message():
+    with pytest.raises(opslib.OpsError) as e:
+        opslib.softmax(torch.zeros(2, 3, dtype=torch.float64, device=DEV))
+    assert e.value.status_name == "OPS_ERR_DTYPE_MISMATCH" and "float32" in e.value.message
+    x = torch.randn(4, 64, device=DEV)
+    with pytest.raises(opslib.OpsError) as e:
+        opslib.softmax(x, out=torch.empty(4, 64))          # output on the CPU, input on the GPU
+    assert e.value.status_name == "OPS_ERR_DEVICE_MISMATCH"

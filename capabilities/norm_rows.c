@@ -33,8 +33,8 @@
       .flags = (features) & ~OPSI_F_STRIDED, .fuses = (fused), .align = 16,                                    \
       .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .dim_max = {[OPSI_ROWS_COLS] = OPSI_ROWS_FWD_MAX_COLS},          \
       .threads = 1024, .vector_bytes = 16, .efficiency = 0.90f, .bytes_factor = 1.0f,                           \
-      .roles = {{"row groups", 32, "1..32 warps per row: the fewest whose threads hold <= 16 floats each; "     \
-                                   "256 threads or one row per block"}},                                   \
+      .roles = {{"row groups", 32, "1..32 warps per row: the fewest whose threads hold <= 64 bytes each, "    \
+                                   "as loaded (4 vectors); 256 threads or one row per block"}},            \
       .smem_layout = "128 B: one partial per warp for the row's cross-warp reduction", .smem_bytes = 128,      \
       .reduction_order = FWD_ORDER(stats), .workspace_formula = "0", .launch = opsi_rows_cuda_block_vec16,      \
   },                                                                                                           \

@@ -84,7 +84,11 @@ ops_status run(const opsi_launch *ctx, const void *argp, int variant, int vec16)
   g.scale = (float)a->scale;
   const int vec = vec16 ? (g.dtype == OPS_DTYPE_F32 ? 4 : 8) : 1;
   const bool partials = bwd && g.op != opsi::ROW_SOFTMAX && (g.dw != nullptr || g.db != nullptr);
-  int held = variant == OPSI_ROWS_WARP ? OPSI_ROWS_WARP_HELD : OPSI_ROWS_FWD_HELD;
+  /* the 16-byte block variant holds 64 bytes of x a thread, or 16 elements of x and as many
+     of the residual (rows_gpu.cuh's launch_rows_forward sizes its kernels alike) */
+  int held = variant == OPSI_ROWS_WARP      ? OPSI_ROWS_WARP_HELD
+             : vec16 && g.res == nullptr ? OPSI_ROWS_FWD_VEC16_BYTES / (int)ops_dtype_size((ops_dtype)g.dtype)
+                                         : OPSI_ROWS_FWD_HELD;
   if (bwd) held = g.op == opsi::ROW_SOFTMAX ? OPSI_ROWS_SM_BWD_HELD : OPSI_ROWS_NORM_BWD_HELD;
   g.cfg = opsi_rows_plan(variant, held, partials, g.rows, g.cols, vec);
   g.ws = static_cast<float *>(ctx->workspace);

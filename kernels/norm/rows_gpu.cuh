@@ -5,10 +5,12 @@
  * Register variants (rows that fit on chip): a group of `tpr` threads per row (a warp, or
  * up to 1024 threads), `rpb` rows per block; each thread holds its `vpt` vectors of the
  * row in registers (16-byte loads when the rows are aligned, else one element per load),
- * so the row is read once and written once. Group reductions: butterfly shuffles within
- * warps, then the group's warps through shared memory, in a fixed order.
+ * so the row is read once and written once. The block variant holds 16-bit rows as loaded
+ * (64 bytes a thread), the others hold floats (see held_raw). Group reductions: butterfly
+ * shuffles within warps, then the group's warps through shared memory, in a fixed order.
  *   LayerNorm: mean, then the centred variance, both from registers (no cancellation).
- *   Softmax:   max, then the sum of exp(z - max) with the exponentials kept for the output.
+ *   Softmax:   max, then the sum of exp(z - max); float rows keep the exponentials for the
+ *              output, raw rows compute them again.
  *   Backward:  sum(g), sum(g xhat) (softmax: sum(dy y)) from registers, then dx; dweight and
  *              dbias accumulate per thread over the rows its group walks and are written as
  *              one partial row per group, summed in group order by a column kernel.
@@ -20,6 +22,8 @@
  */
 #ifndef OPSLIB_KERNELS_NORM_ROWS_GPU_CUH_
 #define OPSLIB_KERNELS_NORM_ROWS_GPU_CUH_
+
+#include <type_traits>
 
 #include "kernels/common/cuda_common.cuh"
 #include "kernels/norm/rows_plan.h"
@@ -136,9 +140,56 @@ __device__ __forceinline__ void load_param(const void *p, int64_t vi, int64_t st
 
 /* ---- forward, register variants --------------------------------------------------- */
 
+/* How a thread holds its share of a row between the passes. RAW: the 16-byte vectors as
+ * loaded (16-bit rows of the block variant): half the registers of floats, so twice the
+ * bytes per thread, and more rows per SM, are in flight; softmax then computes each
+ * exponential twice. Otherwise floats (f32 rows, the scalar rows, and the warp variant,
+ * whose rows are short enough): x + residual summed at load, softmax keeps exp(z - max). */
+template <typename T, int VEC, int MAXT>
+constexpr bool held_raw() {
+  return VEC > 1 && sizeof(T) < 4 && MAXT > 256;
+}
+template <int VEC> struct held_floats {
+  float v[VEC];
+};
+template <typename T, int VEC, bool RAW>
+using held_t = typename std::conditional<RAW, vec16<T>, held_floats<VEC>>::type;
+
+template <typename T, int VEC, bool RAW>
+__device__ __forceinline__ held_t<T, VEC, RAW> load_held(const T *p, int64_t vi, int64_t stride) {
+  held_t<T, VEC, RAW> h;
+  if constexpr (RAW) h = load16(p + vi * VEC);
+  else load_vec<T, VEC>(p, vi, stride, h.v);
+  return h;
+}
+
+/* Element j of a held vector, in f32. RAW conversions are opaque (volatile) instructions at
+ * each use: otherwise the compiler keeps all the converted floats live across the
+ * reductions, the very register cost that holding bytes avoids. */
+template <typename T, int VEC, bool RAW>
+__device__ __forceinline__ float held_f(const held_t<T, VEC, RAW> &h, int j) {
+  if constexpr (!RAW) {
+    return h.v[j];
+  } else {
+    const uint32_t w = reinterpret_cast<const uint32_t *>(h.v)[j >> 1];
+    float f;
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      if (j & 1) asm volatile("and.b32 %0, %1, 0xFFFF0000;" : "=f"(f) : "r"(w));
+      else asm volatile("shl.b32 %0, %1, 16;" : "=f"(f) : "r"(w));
+    } else {
+      if (j & 1) asm volatile("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, hi;}" : "=f"(f) : "r"(w));
+      else asm volatile("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo;}" : "=f"(f) : "r"(w));
+    }
+    return f;
+  }
+}
+
 /* MAXT 256 (the warp variant): at least 3 blocks per SM, or ptxas spends registers until
- * only 2 fit (16 warps: too few loads in flight to cover DRAM latency). */
-template <typename T, int VEC, int MAXV, int MAXT>
+ * only 2 fit (16 warps: too few loads in flight to cover DRAM latency). The block variant
+ * keeps 64 registers: capped at 40 (3 blocks of 512), its 16-bit rows spilled and ran at
+ * 50-60% of copy instead of 86-95% (H100, 2026-11-22). RES: the call has a residual; raw
+ * rows hold it beside x and re-add the two in f32 at each pass, float rows add it at load. */
+template <typename T, int VEC, int MAXV, int MAXT, bool RES>
 __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(const row_geom g) {
   __shared__ float smem[32];
   const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
@@ -150,41 +201,55 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
     bool valid[MAXV];
 #pragma unroll
     for (int k = 0; k < MAXV; ++k) valid[k] = active && k < g.cfg.vpt && lane + k * tpr < nvec;
-    float v[MAXV][VEC];
+    constexpr bool RAW = held_raw<T, VEC, MAXT>();
+    constexpr bool RES_HELD = RES && RAW; /* raw rows hold the residual beside x */
+    held_t<T, VEC, RAW> xv[MAXV], rv[RES_HELD ? MAXV : 1];
     const T *x = active ? static_cast<const T *>(g.x) + row_off(g, row, T_X) : nullptr;
-    const T *r = active && g.res ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
 #pragma unroll
     for (int k = 0; k < MAXV; ++k) {
-      if (!valid[k]) continue;
-      load_vec<T, VEC>(x, lane + k * tpr, g.col[T_X], v[k]);
+      if (valid[k]) xv[k] = load_held<T, VEC, RAW>(x, lane + k * tpr, g.col[T_X]);
     }
-    if (r != nullptr) {
+    if constexpr (RES) {
+      const T *r = active ? static_cast<const T *>(g.res) + row_off(g, row, T_RES) : nullptr;
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
         if (!valid[k]) continue;
-        float rv[VEC];
-        load_vec<T, VEC>(r, lane + k * tpr, g.col[T_RES], rv);
+        if constexpr (RES_HELD) {
+          rv[k] = load_held<T, VEC, RAW>(r, lane + k * tpr, g.col[T_RES]);
+        } else {
+          float rk[VEC];
+          load_vec<T, VEC>(r, lane + k * tpr, g.col[T_RES], rk);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) v[k][j] += rv[j];
+          for (int j = 0; j < VEC; ++j) xv[k].v[j] += rk[j];
+        }
       }
     }
+    /* element j of held vector k, in f32 (x + residual) */
+    auto val = [&](int k, int j) {
+      float v = held_f<T, VEC, RAW>(xv[k], j);
+      if constexpr (RES_HELD) v += held_f<T, VEC, RAW>(rv[k], j);
+      return v;
+    };
     float mean = 0.0f, rstd = 0.0f, inv_s = 0.0f, m = -INFINITY;
     if (g.op == ROW_SOFTMAX) {
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
         if (!valid[k]) continue;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) m = fmaxf(m, g.scale * v[k][j]);
+        for (int j = 0; j < VEC; ++j) m = fmaxf(m, g.scale * val(k, j));
       }
       m = group_reduce<true>(m, tpr, smem);
       float s = 0.0f;
+      if (m != -INFINITY) {
 #pragma unroll
-      for (int k = 0; k < MAXV; ++k) {
-        if (!valid[k]) continue;
+        for (int k = 0; k < MAXV; ++k) {
+          if (!valid[k]) continue;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          v[k][j] = m == -INFINITY ? 0.0f : __expf(g.scale * v[k][j] - m); /* kept for the output */
-          s += v[k][j];
+          for (int j = 0; j < VEC; ++j) {
+            const float e = __expf(g.scale * val(k, j) - m);
+            if constexpr (!RAW) xv[k].v[j] = e; /* kept for the output */
+            s += e;
+          }
         }
       }
       s = group_reduce<false>(s, tpr, smem);
@@ -196,7 +261,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
         for (int k = 0; k < MAXV; ++k) {
           if (!valid[k]) continue;
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) acc += v[k][j];
+          for (int j = 0; j < VEC; ++j) acc += val(k, j);
         }
         mean = group_reduce<false>(acc, tpr, smem) * inv_n;
         acc = 0.0f;
@@ -205,22 +270,27 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
       for (int k = 0; k < MAXV; ++k) {
         if (!valid[k]) continue;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) acc += (v[k][j] - mean) * (v[k][j] - mean);
+        for (int j = 0; j < VEC; ++j) acc += (val(k, j) - mean) * (val(k, j) - mean);
       }
       rstd = rsqrtf(group_reduce<false>(acc, tpr, smem) * inv_n + g.eps);
     }
     if (!active) continue;
     T *y = static_cast<T *>(g.y) + row_off(g, row, T_Y);
-    T *ro = g.res_out ? static_cast<T *>(g.res_out) + row_off(g, row, T_RES_OUT) : nullptr;
+    T *ro = RES && g.res_out ? static_cast<T *>(g.res_out) + row_off(g, row, T_RES_OUT) : nullptr;
 #pragma unroll
     for (int k = 0; k < MAXV; ++k) {
       if (!valid[k]) continue;
       const int vi = lane + k * tpr;
-      if (ro != nullptr) store_vec<T, VEC>(ro, vi, g.col[T_RES_OUT], v[k]);
-      float out[VEC];
+      float v[VEC], out[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = val(k, j);
+      if (ro != nullptr) store_vec<T, VEC>(ro, vi, g.col[T_RES_OUT], v);
       if (g.op == ROW_SOFTMAX) {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) out[j] = v[k][j] * inv_s;
+        for (int j = 0; j < VEC; ++j) {
+          const float e = RAW ? __expf(g.scale * v[j] - m) : v[j]; /* float rows hold exp already */
+          out[j] = m == -INFINITY ? 0.0f : e * inv_s;
+        }
       } else {
         float w[VEC], b[VEC];
         load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
@@ -231,7 +301,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
           for (int j = 0; j < VEC; ++j) b[j] = 0.0f;
         }
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) out[j] = (v[k][j] - mean) * rstd * w[j] + b[j];
+        for (int j = 0; j < VEC; ++j) out[j] = (v[j] - mean) * rstd * w[j] + b[j];
       }
       store_vec<T, VEC>(y, vi, g.col[T_Y], out);
     }
@@ -650,11 +720,16 @@ void launch_rows_forward(const row_geom &g, int variant, int vec16, cudaStream_t
     }
     *grid = (int32_t)g.cfg.blocks, *block = 256;
   } else if (variant == OPSI_ROWS_WARP) {
-    row_forward_kernel<T, V, OPSI_ROWS_WARP_HELD / V, 256><<<capped, threads, 0, stream>>>(g);
+    if (g.res) row_forward_kernel<T, V, OPSI_ROWS_WARP_HELD / V, 256, true><<<capped, threads, 0, stream>>>(g);
+    else row_forward_kernel<T, V, OPSI_ROWS_WARP_HELD / V, 256, false><<<capped, threads, 0, stream>>>(g);
   } else if (vec16) {
-    row_forward_kernel<T, V, OPSI_ROWS_FWD_HELD / V, 1024><<<capped, threads, 0, stream>>>(g);
+    constexpr int NV = OPSI_ROWS_FWD_VEC16_BYTES / 16;
+    constexpr int NV_RES = sizeof(T) == 4 ? NV : NV / 2; /* x and the residual: 64 bytes in all */
+    if (g.res) row_forward_kernel<T, V, NV_RES, 1024, true><<<capped, threads, 0, stream>>>(g);
+    else row_forward_kernel<T, V, NV, 1024, false><<<capped, threads, 0, stream>>>(g);
   } else {
-    row_forward_kernel<T, 1, OPSI_ROWS_FWD_HELD, 1024><<<capped, threads, 0, stream>>>(g);
+    if (g.res) row_forward_kernel<T, 1, OPSI_ROWS_FWD_HELD, 1024, true><<<capped, threads, 0, stream>>>(g);
+    else row_forward_kernel<T, 1, OPSI_ROWS_FWD_HELD, 1024, false><<<capped, threads, 0, stream>>>(g);
   }
 }
 

@@ -28,6 +28,9 @@ enum {
 /* Floats of a row that one thread holds in registers, per kernel. */
 #define OPSI_ROWS_WARP_HELD 32     /* forward, a warp per row: rows <= 32 * 32 = 1024 */
 #define OPSI_ROWS_FWD_HELD 16      /* forward, a block per row: rows <= 1024 * 16 = 16384 */
+/* ...except the 16-byte block variant without a residual, which holds bytes as loaded:
+   4 vectors a thread (32 bf16 / f16 or 16 f32 elements), still <= OPSI_ROWS_FWD_MAX_COLS */
+#define OPSI_ROWS_FWD_VEC16_BYTES 64
 #define OPSI_ROWS_NORM_BWD_HELD 8  /* norm backward (dy * w, xhat, and two partial sums each) */
 #define OPSI_ROWS_SM_BWD_HELD 16   /* softmax backward (dy, y) */
 #define OPSI_ROWS_MAX_TPR 1024

@@ -10,8 +10,8 @@ stream) and every PyTorch equivalent (eager; torch.compile for the fusable memor
 SDPA's flash, cuDNN and efficient backends; matmul, addmm + GELU), timed alike:
   - warm-up, then `--iters` launches each between its own pair of CUDA events, median;
   - a GPU sleep queued first, so that every launch is queued before the GPU reaches it:
-    the events time the device alone, not Python's launch overhead (reported apart, as
-    opslib's host microseconds per call);
+    the events time the device alone, not Python's launch overhead (reported apart: the
+    host microseconds per call of back-to-back calls, for opslib and the best PyTorch);
   - inputs rotated over enough copies to exceed twice the L2 when one set would fit in it.
 Each opslib result is checked against PyTorch's (relative error, max-normalized). Where
 this build has no CUDA kernel for a case, the row says so with the dispatcher's reason.
@@ -51,14 +51,20 @@ def timed(torch, fn, sets, iters, warmup=5):
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     torch.cuda._sleep(int(4e7))          # ~20 ms of GPU spin: the queue fills behind it
-    t0 = time.perf_counter()
     for i in range(iters):
         starts[i].record()
         fn(sets[i % len(sets)])
         ends[i].record()
+    torch.cuda.synchronize()
+    device_us = statistics.median(a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends))
+    # the host's cost of one call, alone: back-to-back calls queued behind another sleep
+    torch.cuda._sleep(int(4e7))
+    t0 = time.perf_counter()
+    for i in range(iters):
+        fn(sets[i % len(sets)])
     host_us = (time.perf_counter() - t0) / iters * 1e6
     torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends)), host_us
+    return device_us, host_us
 
 
 def input_sets(torch, make, l2_bytes, budget_bytes=8 << 30):

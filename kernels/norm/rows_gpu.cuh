@@ -94,6 +94,24 @@ __device__ __forceinline__ float group_reduce(float v, int tpr, float *smem) {
   return r;
 }
 
+/* Two sums over the group in one reduction (one barrier phase instead of two), each added
+ * in group_reduce's order, so the results are bitwise those of two group_reduce calls.
+ * smem: 64 floats. */
+__device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
+    b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
+  }
+  if (tpr <= 32) return;
+  __syncthreads(); /* the previous reduction's readers are done with smem */
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = a, smem[32 + (threadIdx.x >> 5)] = b;
+  __syncthreads();
+  const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg;
+  a = smem[first], b = smem[32 + first];
+  for (int w = 1; w < wpg; ++w) a += smem[first + w], b += smem[32 + first + w];
+}
+
 /* Loads vector `vi` (VEC elements) of a row into out[]: one 16-byte load when VEC > 1. */
 template <typename T, int VEC>
 __device__ __forceinline__ void load_vec(const T *p, int64_t vi, int64_t stride, float *out) {
@@ -471,7 +489,7 @@ __global__ void __launch_bounds__(256) row_split_apply_kernel(const row_geom g) 
  * ws[(groups + g) * cols + c]. Norms hold g = dy * w and xhat; softmax holds dy and y. */
 template <typename T, int VEC, int MAXV, bool PARTIALS>
 __global__ void __launch_bounds__(1024) row_backward_kernel(const row_geom g) {
-  __shared__ float smem[32];
+  __shared__ float smem[64];
   const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
   const int nvec = (int)(g.cols / VEC);
   const int64_t groups = (int64_t)gridDim.x * g.cfg.rpb;
@@ -525,8 +543,8 @@ __global__ void __launch_bounds__(1024) row_backward_kernel(const row_geom g) {
         for (int j = 0; j < VEC; ++j) s1 += a[k][j] * h[k][j];
       }
     }
-    if (g.op == ROW_LN) s1 = group_reduce<false>(s1, tpr, smem);
-    if (norm) s2 = group_reduce<false>(s2, tpr, smem);
+    if (g.op == ROW_LN) group_sum2(s1, s2, tpr, smem);
+    else if (norm) s2 = group_reduce<false>(s2, tpr, smem);
     else s1 = group_reduce<false>(s1, tpr, smem);
     if (!active) continue;
     const float m1 = g.op == ROW_LN ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
@@ -595,7 +613,7 @@ enum { STREAM_UNROLL = 2 };
  * row (no other thread touches them: a fixed order, no atomics). VEC > 1: 16-byte loads. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(OPSI_ROWS_STREAM_THREADS) row_backward_stream_kernel(const row_geom g) {
-  __shared__ float smem[32];
+  __shared__ float smem[64];
   const bool norm = g.op != ROW_SOFTMAX;
   const bool want_dw = norm && g.ws != nullptr && g.dw != nullptr;
   const bool want_db = norm && g.ws != nullptr && g.db != nullptr;
@@ -629,8 +647,8 @@ __global__ void __launch_bounds__(OPSI_ROWS_STREAM_THREADS) row_backward_stream_
         for (int j = 0; j < VEC; ++j) s1 += d[j] * xv[j];
       }
     }
-    s1 = group_reduce<false>(s1, (int)blockDim.x, smem);
-    if (norm) s2 = group_reduce<false>(s2, (int)blockDim.x, smem);
+    if (norm) group_sum2(s1, s2, (int)blockDim.x, smem);
+    else s1 = group_reduce<false>(s1, (int)blockDim.x, smem);
     const float m1 = g.op == ROW_LN ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
     T *dx = static_cast<T *>(g.y) + row_off(g, row, T_Y);
     /* every load of STREAM_UNROLL vectors first, then the math and the stores: the compiler

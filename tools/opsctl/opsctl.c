@@ -30,11 +30,14 @@ static const char *const k_usage =
     "      layernorm, rmsnorm, softmax:  --x ...,N [--residual]\n"
     "      unary:      --x SHAPE --fn FN       binary: --a SHAPE --b SHAPE --op add|sub|mul|div|max|min\n"
     "      scale, sin_affine:  --x SHAPE       reduce: --x SHAPE [--axes 0,2] [--keepdim] [--op sum|mean|max|min]\n"
+    "      dropout, softmax_backward:  --x SHAPE\n"
+    "      layernorm_backward, rmsnorm_backward:  --x ...,N [--dweight] [--dbias]\n"
     "  opsctl fuse NODE,NODE,... [--sm SM | --cpu] [--dtype DT] [--m M] [--n N] [--k K] [--json]\n"
     "      nodes: gemm bias add sub mul div max min scale mask softmax rmsnorm layernorm and\n"
     "             the functions relu gelu gelu_tanh gelu_erf silu sigmoid tanh exp neg abs sin\n"
     "  opsctl version\n"
-    "OP: sdpa gemm layernorm rmsnorm softmax sin_affine unary binary reduce scale\n"
+    "OP: sdpa gemm layernorm rmsnorm softmax sin_affine unary binary reduce scale dropout\n"
+    "    layernorm_backward rmsnorm_backward softmax_backward\n"
     "DT: f32 f16 bf16 (default bf16); SM: e.g. 80, 89, 90 (a described device); default --cpu\n";
 
 static int usage_error(const char *fmt, ...) {
@@ -68,6 +71,7 @@ static option k_options[] = {
     {"--a", "", 0, 1},        {"--b", "", 0, 1},         {"--bias", "", 0, 0},     {"--act", "", 0, 1},
     {"--residual", "", 0, 0}, {"--x", "", 0, 1},         {"--fn", "", 0, 1},       {"--axes", "", 0, 1},
     {"--keepdim", "", 0, 0},  {"--m", "", 0, 1},         {"--n", "", 0, 1},        {"--batch", "", 0, 1},
+    {"--dweight", "", 0, 0},  {"--dbias", "", 0, 0},
 };
 #define N_OPTIONS ((int)(sizeof k_options / sizeof k_options[0]))
 
@@ -388,7 +392,40 @@ static int cmd_explain(const char *op_name) {
       st = ops_binary_explain(h, &p, &a, &b, &y, &e);
       break;
     }
-    default: { /* reduce */
+    case OPS_OP_DROPOUT:
+    case OPS_OP_SOFTMAX_BACKWARD: {
+      if ((rc = need("--x", op_name))) return rc;
+      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
+      ops_tensor x = desc(dt, dev, n1, d1), y = desc(dt, dev, n1, d1), dx = desc(dt, dev, n1, d1);
+      if (op == OPS_OP_DROPOUT) {
+        ops_dropout_params p;
+        ops_dropout_params_init(&p);
+        p.p = 0.1f;
+        st = ops_dropout_explain(h, &p, &x, &y, &e);
+      } else {
+        st = ops_softmax_backward_explain(h, NULL, &x, &y, &dx, &e); /* dy, y, dx: one shape */
+      }
+      break;
+    }
+    case OPS_OP_LAYERNORM_BACKWARD:
+    case OPS_OP_RMSNORM_BACKWARD: {
+      if ((rc = need("--x", op_name))) return rc;
+      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
+      if (n1 < 1) return usage_error("--x: expected at least one extent");
+      const int64_t ws[1] = {d1[n1 - 1]};
+      ops_tensor dy = desc(dt, dev, n1, d1), x = desc(dt, dev, n1, d1), dx = desc(dt, dev, n1, d1);
+      ops_tensor w = desc(dt, dev, 1, ws), dw = desc(OPS_DTYPE_F32, dev, 1, ws), db = desc(OPS_DTYPE_F32, dev, 1, ws);
+      ops_tensor stat = desc(OPS_DTYPE_F32, dev, n1 - 1, d1); /* mean, rstd: x's shape without the last axis */
+      ops_norm_backward_params p;
+      ops_norm_backward_params_init(&p);
+      if (has("--dweight")) p.dweight = &dw;
+      if (has("--dbias")) p.dbias = &db;
+      st = op == OPS_OP_LAYERNORM_BACKWARD
+               ? ops_layernorm_backward_explain(h, &p, &dy, &x, &w, &stat, &stat, &dx, &e)
+               : ops_rmsnorm_backward_explain(h, &p, &dy, &x, &w, &stat, &dx, &e);
+      break;
+    }
+    case OPS_OP_REDUCE: {
       if ((rc = need("--x", op_name))) return rc;
       if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
       ops_reduce_params p;
@@ -422,6 +459,9 @@ static int cmd_explain(const char *op_name) {
       st = ops_reduce_explain(h, &p, &x, &y, &e);
       break;
     }
+    default:
+      ops_handle_destroy(h);
+      return usage_error("explain: op '%s' has no command-line form yet", op_name);
   }
   if (st != OPS_OK) {
     rc = library_error("explain", st);

@@ -88,7 +88,7 @@
       .bytes_factor = 1.05f,                                                                                   \
       .roles = {{"row groups", 32, "1..32 warps per row, the fewest whose threads hold " held_text "; "        \
                                    "about 128K threads of groups, each walking every groups-th row"}},     \
-      .smem_layout = "128 B: one partial per warp for the row's cross-warp reductions", .smem_bytes = 128,     \
+      .smem_layout = "256 B: two partials per warp (the row's two sums reduced together)", .smem_bytes = 256, \
       .reduction_order = BWD_ORDER,                                                                            \
       .workspace_formula = "groups * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",         \
       .workspace = ws_vec, .launch = opsi_rows_cuda_bwd_vec16,                                                 \
@@ -99,7 +99,7 @@
       .efficiency = 0.45f, .bytes_factor = 1.05f,                                                              \
       .roles = {{"row groups", 32, "1..32 warps per row, one element per load at any stride; threads hold "    \
                 held_text}},                                                                                \
-      .smem_layout = "128 B: one partial per warp for the row's cross-warp reductions", .smem_bytes = 128,     \
+      .smem_layout = "256 B: two partials per warp (the row's two sums reduced together)", .smem_bytes = 256, \
       .reduction_order = BWD_ORDER,                                                                            \
       .workspace_formula = "groups * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",         \
       .workspace = ws_block, .launch = opsi_rows_cuda_bwd_block,                                               \
@@ -111,7 +111,7 @@
       .roles = {{"row walkers", 16, "32..1024 blocks of 512 walk the rows; each row read twice, one element "  \
                                    "per load (sums, then dx from L2); a block owns its dweight / dbias "    \
                                    "partial rows"}},                                                       \
-      .smem_layout = "128 B: one partial per warp", .smem_bytes = 128, .reduction_order = STREAM_ORDER,        \
+      .smem_layout = "256 B: two partials per warp", .smem_bytes = 256, .reduction_order = STREAM_ORDER,        \
       .workspace_formula = STREAM_WS,                                                                          \
       .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream,                                             \
   },                                                                                                           \
@@ -122,7 +122,7 @@
       .roles = {{"row walkers", 16, "32..1024 blocks of 512 walk the rows; each row read twice with 16-byte "  \
                                    "loads 4 deep (sums, then dx from L2); a block owns its dweight / dbias "\
                                    "partial rows"}},                                                       \
-      .smem_layout = "128 B: one partial per warp", .smem_bytes = 128, .reduction_order = STREAM_ORDER,        \
+      .smem_layout = "256 B: two partials per warp", .smem_bytes = 256, .reduction_order = STREAM_ORDER,        \
       .workspace_formula = STREAM_WS, .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream_vec16,       \
   }
 

@@ -242,14 +242,15 @@ _SZP = ctypes.POINTER(ctypes.c_size_t)
 
 
 def _op(lib, name, params_type, n_tensors):
-    """Declares ops_<name>, its _workspace_size and _explain: (handle, params, tensors...)."""
+    """Declares ops_<name>, its _workspace_size and _explain: (handle, params, tensors...),
+    and the params' _init."""
     pp = ctypes.POINTER(params_type)
-    getattr(lib, f"ops_{name}").argtypes = [_P, pp] + [_T] * n_tensors + [_P, _SZ]
-    getattr(lib, f"ops_{name}_workspace_size").argtypes = [_P, pp] + [_T] * n_tensors + [_SZP]
-    getattr(lib, f"ops_{name}_explain").argtypes = [_P, pp] + [_T] * n_tensors + [ctypes.POINTER(Explain)]
-    for suffix in ("", "_workspace_size", "_explain"):
-        getattr(lib, f"ops_{name}{suffix}").restype = _S
-    getattr(lib, f"ops_{name}_params_init" if name not in PARAMS_INIT else PARAMS_INIT[name]).argtypes = [pp]
+    head = [_P, pp] + [_T] * n_tensors
+    for suffix, tail in (("", [_P, _SZ]), ("_workspace_size", [_SZP]), ("_explain", [ctypes.POINTER(Explain)])):
+        fn = getattr(lib, f"ops_{name}{suffix}")
+        fn.argtypes = head + tail
+        fn.restype = _S
+    getattr(lib, PARAMS_INIT.get(name, f"ops_{name}_params_init")).argtypes = [pp]
 
 
 # ops whose params struct is shared (and so is its _init)

@@ -14,8 +14,11 @@ def _shape(op):
 
 
 def _ctx(kw):
-    return Call(explain=kw.pop("_explain", False), handle=kw.pop("handle", None),
+    call = Call(explain=kw.pop("_explain", False), handle=kw.pop("handle", None),
                 stream=kw.pop("stream", None))
+    if kw:  # a misspelt option must not pass silently
+        raise TypeError(f"opslib: unexpected keyword argument(s): {', '.join(sorted(kw))}")
+    return call
 
 
 def _done(call, result, outputs):

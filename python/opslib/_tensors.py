@@ -241,7 +241,9 @@ def workspace(like, nbytes):
 
 
 def dtype_name(code):
-    return {v: k for k, v in DTYPE_NAMES.items() if len(k) <= 4}.get(code, str(code))
+    """"f32", "bf16", ... for an opslib dtype code (the library's own names)."""
+    from . import _lib
+    return _lib.ops_dtype_name(code).decode()
 
 
 def check(lib, status, what):

@@ -183,6 +183,8 @@ def test_errors_carry_status_and_message_and_write_nothing(rng):
     assert e.value.status_name == "OPS_ERR_INVALID_ARGUMENT" and "scale" in e.value.message
     with pytest.raises(TypeError, match="DLPack"):
         opslib.softmax([[1.0, 2.0]])
+    with pytest.raises(TypeError, match="unexpected keyword argument.*out_dtype"):
+        opslib.rmsnorm(x, randn(rng, 64), out_dtype="f32")   # rmsnorm has no such option
 
 
 # ---- explain and the catalog -------------------------------------------------------------

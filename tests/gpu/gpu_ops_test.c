@@ -287,9 +287,11 @@ static void check_call(gcall *c) {
   for (int i = 0; i < c->n; ++i) cudaFree(mem[i]);
 }
 
+/* Frees the call's references and every tensor the case handed it (add_tensor). */
 static void free_call(gcall *c) {
   for (int i = 0; i < c->n; ++i) {
     if (c->role[i] != IN) opst_free(&c->ref[i]);
+    if (c->has[i]) opst_free(c->h[i]);
   }
 }
 
@@ -380,6 +382,16 @@ static int64_t pick_case_cols(opst_rng *r, int iter) {
   return (iter / 3) % 2 == 0 ? kSmallCols[opst_int(r, 0, 7)] : pick_cols(r);
 }
 
+/* A row case's shape into s: 0..3 leading extents, at most `cells` / cols (and `max_rows`)
+ * rows in all, then cols. Returns the number of leading axes. */
+static int row_case_shape(opst_rng *r, int64_t cols, int64_t cells, int64_t max_rows, int64_t *s) {
+  const int nd = (int)opst_int(r, 0, 3);
+  const int64_t fit = cells / cols;
+  lead_shape(r, nd, fit > 1 ? (fit < max_rows ? fit : max_rows) : 1, s);
+  s[nd] = cols;
+  return nd;
+}
+
 static void rows_forward_case(int iter) {
   opst_rng *r = &g_rng;
   const int32_t dt = kDtypes[opst_int(r, 0, 2)];
@@ -387,10 +399,8 @@ static void rows_forward_case(int iter) {
   const int64_t cols = pick_case_cols(r, iter);
   const int all = opst_chance(r, 0.5);
   pick_layout();
-  const int nd = (int)opst_int(r, 0, 3);
   int64_t s[4];
-  lead_shape(r, nd, 300000 / cols > 1 ? (300000 / cols < 257 ? 300000 / cols : 257) : 1, s);
-  s[nd] = cols;
+  const int nd = row_case_shape(r, cols, 300000, 257, s);
   gcall c;
   memset(&c, 0, sizeof c);
   char label[160];
@@ -511,9 +521,6 @@ static void rows_forward_case(int iter) {
   check_call(&c);
   free(smean);
   free(sy);
-  for (int i = 0; i < c.n; ++i) {
-    if (c.has[i]) opst_free(c.h[i]);
-  }
   free_call(&c);
 }
 
@@ -556,10 +563,8 @@ static void rows_backward_case(int iter) {
   const int64_t cols = pick_case_cols(r, iter);
   const int all = opst_chance(r, 0.5);
   pick_layout();
-  const int nd = (int)opst_int(r, 0, 3);
   int64_t s[4];
-  lead_shape(r, nd, 200000 / cols > 1 ? (200000 / cols < 300 ? 200000 / cols : 300) : 1, s);
-  s[nd] = cols;
+  const int nd = row_case_shape(r, cols, 200000, 300, s);
   gcall c;
   memset(&c, 0, sizeof c);
   char label[160];
@@ -666,9 +671,6 @@ static void rows_backward_case(int iter) {
   check_call(&c);
   free(sdx), free(sdw), free(sdb);
   if (kind == 1) opst_free(&mean);
-  for (int i = 0; i < c.n; ++i) {
-    if (c.has[i]) opst_free(c.h[i]);
-  }
   free_call(&c);
 }
 
@@ -764,8 +766,6 @@ static void reduce_case(int iter) {
   c.label = label;
   check_call(&c);
   free(scale);
-  opst_free(&x);
-  opst_free(&y);
   free_call(&c);
 }
 
@@ -912,9 +912,6 @@ static void elementwise_case(int iter) {
            (long long)opst_numel(&y), in_place ? " in place" : "", bcast_x ? " x broadcast" : "");
   c.label = label;
   check_call(&c);
-  for (int i = 0; i < c.n; ++i) {
-    if (c.has[i]) opst_free(c.h[i]);
-  }
   free_call(&c);
 }
 
@@ -1022,7 +1019,6 @@ static void chain_case(int iter) {
            ops_dtype_name((ops_dtype)dt), c.unary.fn, bnd, (long long)opst_numel(&y));
   c.label = label;
   check_call(&c);
-  opst_free(&x), opst_free(&t1), opst_free(&b), opst_free(&t2), opst_free(&y);
   free_call(&c);
 }
 

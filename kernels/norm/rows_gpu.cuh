@@ -156,6 +156,22 @@ __device__ __forceinline__ void load_param(const void *p, int64_t vi, int64_t st
   }
 }
 
+/* The normalized output of vector `vi`: (v - mean) rstd w (+ b), w and b of the weight's dtype. */
+template <typename T, int VEC>
+__device__ __forceinline__ void norm_out(const row_geom &g, int64_t vi, const float *v, float mean, float rstd,
+                                         float *out) {
+  float w[VEC], b[VEC];
+  load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
+  if (g.b != nullptr) {
+    load_param<T, VEC>(g.b, vi, g.b_stride, g.w_dtype, b);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) b[j] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = (v[j] - mean) * rstd * w[j] + b[j];
+}
+
 /* ---- forward, register variants --------------------------------------------------- */
 
 /* How a thread holds its share of a row between the passes. RAW: the 16-byte vectors as
@@ -310,16 +326,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
           out[j] = m == -INFINITY ? 0.0f : e * inv_s;
         }
       } else {
-        float w[VEC], b[VEC];
-        load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
-        if (g.b != nullptr) {
-          load_param<T, VEC>(g.b, vi, g.b_stride, g.w_dtype, b);
-        } else {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) b[j] = 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) out[j] = (v[j] - mean) * rstd * w[j] + b[j];
+        norm_out<T, VEC>(g, vi, v, mean, rstd, out);
       }
       store_vec<T, VEC>(y, vi, g.col[T_Y], out);
     }
@@ -462,16 +469,7 @@ __global__ void __launch_bounds__(256) row_split_apply_kernel(const row_geom g) 
 #pragma unroll
       for (int j = 0; j < VEC; ++j) o[j] = a == -INFINITY ? 0.0f : __expf(g.scale * v[j] - a) * inv_s;
     } else {
-      float w[VEC], bb[VEC];
-      load_param<T, VEC>(g.w, vi, g.w_stride, g.w_dtype, w);
-      if (g.b != nullptr) {
-        load_param<T, VEC>(g.b, vi, g.b_stride, g.w_dtype, bb);
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) bb[j] = 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) o[j] = (v[j] - mean) * rstd * w[j] + bb[j];
+      norm_out<T, VEC>(g, vi, v, mean, rstd, o);
     }
     if (ro != nullptr) store_vec<T, VEC>(ro, vi, g.col[T_RES_OUT], v); /* after every read of x, r */
     store_vec<T, VEC>(y, vi, g.col[T_Y], o);

@@ -7,9 +7,11 @@ cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
 
 log=$(mktemp)
-bazel test --test_summary=short //... 2>&1 | tee "$log"
-status=$?
+rc=$(mktemp)
+# Bazel's own exit status, not tee's (plain sh has no pipefail): a failed build is red
+{ bazel test --test_summary=short //... 2>&1; echo $? > "$rc"; } | tee "$log"
+status=$(cat "$rc")
 testlogs=$(bazel info bazel-testlogs 2>/dev/null)
 python3 tools/count_tests.py "$log" "$testlogs"
-rm -f "$log"
-exit $status
+rm -f "$log" "$rc"
+exit "$status"

@@ -26,16 +26,8 @@
 
 #include "opslib/opslib.h"
 #include "tests/support/coverage.h"
+#include "tests/gpu/cuda_check.h"
 #include "tests/support/opst.h"
-
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      print_error("%s failed: %s\n", #call, cudaGetErrorString(e_));                    \
-      fail();                                                                           \
-    }                                                                                   \
-  } while (0)
 
 static int g_have_cuda;
 static ops_handle g_cpu, g_gpu;

@@ -17,18 +17,10 @@
 #include <cmocka.h>
 
 #include "opslib/opslib.h"
+#include "tests/gpu/cuda_check.h"
 #include "tests/support/opst.h"
 
 int opst_gpu_affine(const float *x, float *y, int n, float a, float b, void *stream);
-
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      print_error("%s failed: %s\n", #call, cudaGetErrorString(e_));                    \
-      fail();                                                                           \
-    }                                                                                   \
-  } while (0)
 
 static int g_have_cuda;
 

@@ -66,6 +66,33 @@ static void attention_pairs_match_brute_force(void **state) {
   assert_true(bytes == 2.0 * (2 * 4096 * 16 * 128 * 2.0 + 2 * 4096 * 4 * 256.0));
 }
 
+/* The backward ops' minimal bytes: dy and x (softmax: y) read and dx written; norms also read
+ * the weight (counted as f32) and the saved statistics (layernorm: mean and rstd), and write
+ * dweight / dbias (f32) when asked. */
+static void backward_bytes_are_the_minimal_ones(void **state) {
+  (void)state;
+  const double rows = 1000, cols = 256, n = rows * cols;
+  const int ops[3] = {OPS_OP_LAYERNORM_BACKWARD, OPS_OP_RMSNORM_BACKWARD, OPS_OP_SOFTMAX_BACKWARD};
+  for (int k = 0; k < 3; ++k) {
+    for (int flags = 0; flags < 2; ++flags) {
+      opsi_problem p;
+      memset(&p, 0, sizeof p);
+      p.op = ops[k];
+      p.dtype = p.out_dtype = OPS_DTYPE_BF16;
+      p.dims[OPSI_ROWS_ROWS] = (int64_t)rows, p.dims[OPSI_ROWS_COLS] = (int64_t)cols;
+      p.flags = flags ? OPSI_F_DWEIGHT | OPSI_F_BIAS : 0;
+      double bytes, flops;
+      opsi_work(&p, &bytes, &flops);
+      double want = 3 * 2 * n;
+      if (ops[k] != OPS_OP_SOFTMAX_BACKWARD) {
+        want += 4 * cols + 4 * rows * (ops[k] == OPS_OP_LAYERNORM_BACKWARD ? 2 : 1) + (flags ? 8 * cols : 0);
+      }
+      assert_true(bytes == want);
+      assert_true(flops > 0);
+    }
+  }
+}
+
 static opsi_kernel_row tiled_row(void) {
   opsi_kernel_row r;
   memset(&r, 0, sizeof r);
@@ -144,6 +171,7 @@ static void estimates_rank_sensibly(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_pairs_match_brute_force),
+      cmocka_unit_test(backward_bytes_are_the_minimal_ones),
       cmocka_unit_test(waves_and_padding),
       cmocka_unit_test(estimates_rank_sensibly),
   };

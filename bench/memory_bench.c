@@ -16,65 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_cuda.h"
 #include "bench/shim/opsb.h"
 #include "opslib/opslib.h"
-
-__extension__ typedef _Float16 opsb_half; /* gcc's IEEE half, for filling f16 buffers */
 
 static ops_handle g_h;
 static cudaStream_t g_stream;
 static double g_copy_tbps;
-
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t e_ = (call);                                                               \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                             \
-    }                                                                                      \
-  } while (0)
-
-#define CHECK_OPS(call)                                                                     \
-  do {                                                                                      \
-    ops_status s_ = (call);                                                                 \
-    if (s_ != OPS_OK) {                                                                     \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, ops_last_error());      \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
-
-/* A device buffer of n elements of dtype, filled with values in [lo, hi). */
-static void *dev_fill(int32_t dtype, int64_t n, double lo, double hi, uint64_t seed) {
-  const size_t es = ops_dtype_size((ops_dtype)dtype), bytes = (size_t)n * es;
-  unsigned char *h = malloc(bytes);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    const float v = (float)(lo + (hi - lo) * (double)(s >> 40) / 16777216.0);
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
-    if (dtype == OPS_DTYPE_F32) {
-      memcpy(h + 4 * i, &v, 4);
-    } else if (dtype == OPS_DTYPE_BF16) {
-      const uint16_t b = (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-      memcpy(h + 2 * i, &b, 2);
-    } else {
-      const opsb_half f = (opsb_half)v;
-      memcpy(h + 2 * i, &f, 2);
-    }
-  }
-  void *d = NULL;
-  CHECK_CUDA(cudaMalloc(&d, bytes));
-  CHECK_CUDA(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-  free(h);
-  return d;
-}
-
-static void *dev_alloc(size_t bytes) {
-  void *d = NULL;
-  CHECK_CUDA(cudaMalloc(&d, bytes ? bytes : 1));
-  return d;
-}
 
 /* ---- the timed loop ---------------------------------------------------------------- */
 
@@ -86,40 +34,13 @@ typedef struct timed {
 } timed;
 
 static void run_timed(opsb_state *s, const timed *t) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) t->call(t->ctx); /* warm-up */
-  CHECK_CUDA(cudaEventRecord(a, g_stream));
-  t->call(t->ctx);
-  CHECK_CUDA(cudaEventRecord(b, g_stream));
-  CHECK_CUDA(cudaEventSynchronize(b));
-  float ms = 0.0f;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-  int reps = (int)(2.0 / (ms > 1e-3f ? ms : 1e-3f)); /* >= ~2 ms per timed iteration */
-  if (reps < 1) reps = 1;
-  if (reps > 200) reps = 200;
-  double total_s = 0.0;
-  while (opsb_keep_running(s)) {
-    CHECK_CUDA(cudaEventRecord(a, g_stream));
-    for (int r = 0; r < reps; ++r) t->call(t->ctx);
-    CHECK_CUDA(cudaEventRecord(b, g_stream));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    const double sec = (double)ms * 1e-3 / reps;
-    opsb_set_iteration_time(s, sec);
-    total_s += sec;
-  }
-  CHECK_CUDA(cudaGetLastError());
-  const double per = total_s / (double)opsb_iterations(s);
+  const double per = bench_time(s, t->call, t->ctx, g_stream);
   const double tbps = t->bytes / per / 1e12;
   opsb_set_bytes_per_iteration(s, t->bytes);
   opsb_counter(s, "TBps", tbps, 0);
   opsb_counter(s, "us", per * 1e6, 0);
   if (g_copy_tbps > 0.0) opsb_counter(s, "pct_copy", 100.0 * tbps / g_copy_tbps, 0);
   if (t->kernel) opsb_label(s, t->kernel);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
 }
 
 /* ---- copy -------------------------------------------------------------------------- */
@@ -136,28 +57,13 @@ static void copy_call(void *p) {
 
 static void bm_copy(opsb_state *s, const void *arg) {
   (void)arg;
-  copy_ctx c = {dev_alloc(512u << 20), dev_alloc(512u << 20), 512u << 20};
+  copy_ctx c = {bench_dev_alloc(512u << 20), bench_dev_alloc(512u << 20), 512u << 20};
   CHECK_CUDA(cudaMemset(c.src, 1, c.bytes));
   const timed t = {copy_call, &c, 2.0 * (double)c.bytes, "cudaMemcpyAsync D2D, 512 MiB"};
   run_timed(s, &t);
   cudaFree(c.src), cudaFree(c.dst);
   /* the reference for every pct_copy below: the latest measurement */
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  copy_ctx c2 = {dev_alloc(512u << 20), dev_alloc(512u << 20), 512u << 20};
-  float ms = 0.0f, best = 1e30f;
-  for (int i = 0; i < 20; ++i) {
-    CHECK_CUDA(cudaEventRecord(a, g_stream));
-    copy_call(&c2);
-    CHECK_CUDA(cudaEventRecord(b, g_stream));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 3 && ms < best) best = ms;
-  }
-  g_copy_tbps = 2.0 * (double)c2.bytes / (best * 1e-3) / 1e12;
-  cudaFree(c2.src), cudaFree(c2.dst);
-  cudaEventDestroy(a), cudaEventDestroy(b);
+  g_copy_tbps = bench_copy_tbps(g_stream);
 }
 
 /* ---- row-wise ops ------------------------------------------------------------------ */
@@ -208,8 +114,8 @@ static void bm_rows(opsb_state *s, const void *arg) {
   const int64_t shape[2] = {rc->rows, rc->cols}, n = rc->rows * rc->cols;
   const double es = (double)ops_dtype_size((ops_dtype)rc->dtype);
   const ops_device dev = ops_device_cuda(0);
-  void *px = dev_fill(rc->dtype, n, -2, 2, 1), *py = dev_alloc((size_t)n * (size_t)es);
-  void *pw = dev_fill(rc->dtype, rc->cols, 0.5, 1.5, 2), *pb = dev_fill(rc->dtype, rc->cols, -1, 1, 3);
+  void *px = bench_dev_fill(rc->dtype, n, -2, 2, 1), *py = bench_dev_alloc((size_t)n * (size_t)es);
+  void *pw = bench_dev_fill(rc->dtype, rc->cols, 0.5, 1.5, 2), *pb = bench_dev_fill(rc->dtype, rc->cols, -1, 1, 3);
   void *pr = NULL, *pro = NULL, *pdy = NULL, *pm = NULL, *ps = NULL, *pdw = NULL, *pdb = NULL;
   CHECK_OPS(ops_tensor_init(&c.x, px, (ops_dtype)rc->dtype, dev, 2, shape, NULL));
   CHECK_OPS(ops_tensor_init(&c.y, py, (ops_dtype)rc->dtype, dev, 2, shape, NULL));
@@ -225,19 +131,19 @@ static void bm_rows(opsb_state *s, const void *arg) {
   } else if (rc->kind == K_RMSNORM) {
     bytes += (double)rc->cols * es;
   } else if (rc->kind == K_ADD_RMSNORM) {
-    pr = dev_fill(rc->dtype, n, -1, 1, 4);
-    pro = dev_alloc((size_t)n * (size_t)es);
+    pr = bench_dev_fill(rc->dtype, n, -1, 1, 4);
+    pro = bench_dev_alloc((size_t)n * (size_t)es);
     CHECK_OPS(ops_tensor_init(&c.res, pr, (ops_dtype)rc->dtype, dev, 2, shape, NULL));
     CHECK_OPS(ops_tensor_init(&c.res_out, pro, (ops_dtype)rc->dtype, dev, 2, shape, NULL));
     c.np.residual = &c.res;
     c.np.residual_out = &c.res_out;
     bytes += 2.0 * (double)n * es + (double)rc->cols * es; /* residual in, x + residual out */
   } else if (rc->kind >= K_LN_BWD) {
-    pdy = dev_fill(rc->dtype, n, -1, 1, 5);
+    pdy = bench_dev_fill(rc->dtype, n, -1, 1, 5);
     CHECK_OPS(ops_tensor_init(&c.dy, pdy, (ops_dtype)rc->dtype, dev, 2, shape, NULL));
     bytes += (double)n * es; /* dy in */
     if (rc->kind != K_SOFTMAX_BWD) {
-      pm = dev_alloc((size_t)rc->rows * 4), ps = dev_alloc((size_t)rc->rows * 4);
+      pm = bench_dev_alloc((size_t)rc->rows * 4), ps = bench_dev_alloc((size_t)rc->rows * 4);
       CHECK_OPS(ops_tensor_init(&c.mean, pm, OPS_DTYPE_F32, dev, 1, &rc->rows, NULL));
       CHECK_OPS(ops_tensor_init(&c.rstd, ps, OPS_DTYPE_F32, dev, 1, &rc->rows, NULL));
       /* real statistics from the forward */
@@ -248,12 +154,12 @@ static void bm_rows(opsb_state *s, const void *arg) {
       size_t fws = 0;
       CHECK_OPS(rc->kind == K_LN_BWD ? ops_layernorm_workspace_size(g_h, &f, &c.x, &c.w, &c.y, &fws)
                                      : ops_rmsnorm_workspace_size(g_h, &f, &c.x, &c.w, &c.y, &fws));
-      void *pfws = fws ? dev_alloc(fws) : NULL; /* the split forward of long rows needs one */
+      void *pfws = fws ? bench_dev_alloc(fws) : NULL; /* the split forward of long rows needs one */
       CHECK_OPS(rc->kind == K_LN_BWD ? ops_layernorm(g_h, &f, &c.x, &c.w, &c.y, pfws, fws)
                                      : ops_rmsnorm(g_h, &f, &c.x, &c.w, &c.y, pfws, fws));
       CHECK_CUDA(cudaStreamSynchronize(g_stream));
       cudaFree(pfws);
-      pdw = dev_alloc((size_t)rc->cols * (size_t)es), pdb = dev_alloc((size_t)rc->cols * (size_t)es);
+      pdw = bench_dev_alloc((size_t)rc->cols * (size_t)es), pdb = bench_dev_alloc((size_t)rc->cols * (size_t)es);
       CHECK_OPS(ops_tensor_init(&c.dw, pdw, (ops_dtype)rc->dtype, dev, 1, &rc->cols, NULL));
       CHECK_OPS(ops_tensor_init(&c.db, pdb, (ops_dtype)rc->dtype, dev, 1, &rc->cols, NULL));
       c.bp.dweight = &c.dw;
@@ -295,7 +201,7 @@ static void bm_rows(opsb_state *s, const void *arg) {
       CHECK_OPS(ops_softmax_backward_explain(g_h, &c.sp, &c.dy, &c.x, &c.y, &e));
       break;
   }
-  c.ws = c.ws_bytes ? dev_alloc(c.ws_bytes) : NULL;
+  c.ws = c.ws_bytes ? bench_dev_alloc(c.ws_bytes) : NULL;
   const timed t = {rows_call, &c, bytes, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "?"};
   run_timed(s, &t);
   void *all[] = {px, py, pw, pb, pr, pro, pdy, pm, ps, pdw, pdb, c.ws};
@@ -343,7 +249,7 @@ static void bm_flat(opsb_state *s, const void *arg) {
   const ops_device dev = ops_device_cuda(0);
   const int64_t shape[2] = {fc->rows, fc->cols}, n = fc->rows * fc->cols;
   const double es = (double)ops_dtype_size((ops_dtype)fc->dtype);
-  void *px = dev_fill(fc->dtype, n, -2, 2, 7), *px2 = NULL, *py = NULL;
+  void *px = bench_dev_fill(fc->dtype, n, -2, 2, 7), *px2 = NULL, *py = NULL;
   CHECK_OPS(ops_tensor_init(&c.x, px, (ops_dtype)fc->dtype, dev, 2, shape, NULL));
   ops_explain e;
   e.struct_size = sizeof e;
@@ -353,13 +259,13 @@ static void bm_flat(opsb_state *s, const void *arg) {
     const int axis0 = strcmp(fc->what, "sum_axis0") == 0;
     c.rp.axes = axis0 ? 1u : 2u;
     const int64_t out = axis0 ? fc->cols : fc->rows;
-    py = dev_alloc((size_t)out * (size_t)es);
+    py = bench_dev_alloc((size_t)out * (size_t)es);
     CHECK_OPS(ops_tensor_init(&c.y, py, (ops_dtype)fc->dtype, dev, 1, &out, NULL));
     bytes += (double)out * es;
     CHECK_OPS(ops_reduce_workspace_size(g_h, &c.rp, &c.x, &c.y, &c.ws_bytes));
     CHECK_OPS(ops_reduce_explain(g_h, &c.rp, &c.x, &c.y, &e));
   } else {
-    py = dev_alloc((size_t)n * (size_t)es);
+    py = bench_dev_alloc((size_t)n * (size_t)es);
     CHECK_OPS(ops_tensor_init(&c.y, py, (ops_dtype)fc->dtype, dev, 2, shape, NULL));
     bytes += (double)n * es;
     if (strcmp(fc->what, "sin") == 0) {
@@ -368,7 +274,7 @@ static void bm_flat(opsb_state *s, const void *arg) {
       CHECK_OPS(ops_sin_affine_workspace_size(g_h, &c.sp, &c.x, &c.y, &c.ws_bytes));
       CHECK_OPS(ops_sin_affine_explain(g_h, &c.sp, &c.x, &c.y, &e));
     } else if (strcmp(fc->what, "add") == 0) {
-      px2 = dev_fill(fc->dtype, n, -1, 1, 8);
+      px2 = bench_dev_fill(fc->dtype, n, -1, 1, 8);
       CHECK_OPS(ops_tensor_init(&c.x2, px2, (ops_dtype)fc->dtype, dev, 2, shape, NULL));
       bytes += (double)n * es;
       ops_binary_params_init(&c.bp);
@@ -381,7 +287,7 @@ static void bm_flat(opsb_state *s, const void *arg) {
       CHECK_OPS(ops_dropout_explain(g_h, &c.dp, &c.x, &c.y, &e));
     }
   }
-  c.ws = c.ws_bytes ? dev_alloc(c.ws_bytes) : NULL;
+  c.ws = c.ws_bytes ? bench_dev_alloc(c.ws_bytes) : NULL;
   const timed t = {flat_call, &c, bytes, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "?"};
   run_timed(s, &t);
   cudaFree(px), cudaFree(px2), cudaFree(py), cudaFree(c.ws);

@@ -1,7 +1,49 @@
 /* Capability rows of ops_gemm. */
-#include "capabilities/cpu_row.h"
+#include "capabilities/cuda_row.h"
 #include "capabilities/kernel_ids.h"
 #include "kernels/gemm/gemm_cpu.h"
+#include "kernels/gemm/gemm_cuda.h"
+
+#define GEMM_EPILOGUE (OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C)
+#define GEMM_EPILOGUE_TEXT "alpha, beta * C, bias (any broadcast: per column, per row), every ops_act, residual"
+
+/* Tiles of M x N spread over the grid (a persistent grid walks the same tiles), times batch. */
+#define GEMM_TILING(TM, TN, PER_SM) \
+  {{OPSI_GEMM_M, OPSI_GEMM_N, -1}, {TM, TN, 0}, {1, 1, 0}, {OPSI_GEMM_BATCH, -1, -1}, PER_SM}
+
+#define SM90_ROW(ID, NAME, BN, STAGES, EFF, LAUNCH)                                                           \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
+      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
+      .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,                                        \
+      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
+      .dim_min = {[OPSI_GEMM_K] = 1}, .dim_max = {[OPSI_GEMM_BATCH] = 2147483647},                           \
+      .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 40): one thread issues the TMA loads of A and B "    \
+                                "K blocks into the stage ring, each completing on the stage's full mbarrier"}, \
+                {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 232): 64 rows of the tile each, 4 wgmma "    \
+                                 "m64n" #BN "k16 per K block from shared memory, one group in flight, f32 "    \
+                                 "accumulators; then the epilogue from registers"}},                         \
+      .stages = STAGES,                                                                                      \
+      .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
+                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage", \
+      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + STAGES * 16, .threads = 384, .vector_bytes = 16,    \
+      .deterministic = 1,                                                                                    \
+      .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
+      .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
+      .tiling = GEMM_TILING(128, BN, 1), .workspace_formula = "0", .launch = LAUNCH, .tests = OPSI_GPU_TESTS, \
+  }
+
+#define GEMV_ROW(ID, NAME, DIM1, FLAGS, ROLE, LAUNCH)                                                         \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_GEMM, OPSI_CUDA_ROW_COMMON, .variants = OPSI_ALL_VARIANTS,         \
+      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | (FLAGS), .fuses = GEMM_EPILOGUE, .align = 1,                  \
+      .dim_max = {[OPSI_GEMM_BATCH] = 65535, [DIM1] = 1}, .roles = {{"row warps", 8, ROLE}}, .stages = 0,      \
+      .smem_layout = "none: the vector is read through L1", .smem_bytes = 0, .threads = 256,                 \
+      .vector_bytes = 16, .deterministic = 1,                                                                \
+      .reduction_order = "per output: lane-strided 16-byte chunks of K in order, then a butterfly",         \
+      .unit = OPSI_UNIT_FFMA, .efficiency = 0.85f, .bytes_factor = 1.0f, .tiling = OPSI_NO_TILING,            \
+      .workspace_formula = "0", .launch = LAUNCH, .tests = OPSI_GPU_TESTS,                                   \
+  }
 
 const opsi_kernel_row opsi_gemm_rows[] = {
     {
@@ -13,10 +55,53 @@ const opsi_kernel_row opsi_gemm_rows[] = {
         OPSI_CPU_ROW_COMMON,
         .out_dtypes = OPSI_FLOAT_DTYPES,
         .variants = OPSI_ALL_VARIANTS,
-        .flags = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C | OPSI_F_BATCHED | OPSI_F_STRIDED,
+        .flags = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C | OPSI_F_BATCHED | OPSI_F_STRIDED |
+                 OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
         .fuses = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C,
         .reduction_order = "per output: double-precision dot product over K in index order",
         .launch = opsi_gemm_cpu,
     },
+    SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, "cuda_gemm_sm90_128x256", 256, 4, 0.80f,
+             opsi_gemm_cuda_sm90_128x256),
+    SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, "cuda_gemm_sm90_128x128", 128, 6, 0.76f,
+             opsi_gemm_cuda_sm90_128x128),
+    {
+        .id = OPSI_KERNEL_CUDA_GEMM_MMA, .name = "cuda_gemm_mma", .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA,
+        .sm_min = 80, .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),
+        .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,
+        .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_STRIDED | OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
+        .fuses = GEMM_EPILOGUE, .align = 1,
+        .dim_max = {[OPSI_GEMM_BATCH] = 65535, [OPSI_GEMM_N] = 65535LL * 128},
+        .roles = {{"mma warps", 8, "2 x 4 warps of 64 x 32 outputs: ldmatrix + mma.sync m16n8k16, f32 "
+                                   "accumulators; all threads stage the next K tile through registers"}},
+        .stages = 2,
+        .smem_layout = "2 x (A 128x32 + B^T 128x32) f16/bf16, K-major rows padded to 40 elements "
+                       "(ldmatrix conflict-free)",
+        .smem_bytes = 40960, .threads = 256, .vector_bytes = 16, .deterministic = 1,
+        .reduction_order = "per output: K tiles of 32 in order, mma k16 steps in order (f32)",
+        .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f, .tiling = GEMM_TILING(128, 128, 1),
+        .workspace_formula = "0", .launch = opsi_gemm_cuda_tiled, .tests = OPSI_GPU_TESTS,
+    },
+    {
+        .id = OPSI_KERNEL_CUDA_GEMM_FFMA, .name = "cuda_gemm_ffma", .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA,
+        .sm_min = 80, .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F32), .out_dtypes = OPSI_FLOAT_DTYPES,
+        .variants = OPSI_ALL_VARIANTS,
+        .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_STRIDED | OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
+        .fuses = GEMM_EPILOGUE, .align = 1,
+        .dim_max = {[OPSI_GEMM_BATCH] = 65535, [OPSI_GEMM_N] = 65535LL * 64},
+        .roles = {{"fma threads", 8, "16 x 16 threads of 4 x 4 outputs, f32 fused multiply-adds (strict f32, "
+                                     "no tf32); all threads stage the next K tile through registers"}},
+        .stages = 2, .smem_layout = "2 x (A 64x16 + B^T 64x16) f32, rows padded to 17 words",
+        .smem_bytes = 17408, .threads = 256, .vector_bytes = 4, .deterministic = 1,
+        .reduction_order = "per output: K in index order (f32 fma)",
+        .unit = OPSI_UNIT_FFMA, .efficiency = 0.45f, .bytes_factor = 1.0f, .tiling = GEMM_TILING(64, 64, 2),
+        .workspace_formula = "0", .launch = opsi_gemm_cuda_tiled, .tests = OPSI_GPU_TESTS,
+    },
+    GEMV_ROW(OPSI_KERNEL_CUDA_GEMV_N1, "cuda_gemv_n1", OPSI_GEMM_N, OPSI_F_B_N_MAJOR,
+             "N == 1: a warp per row of A (K unit-stride), 16-byte loads 4 deep; B's column at any stride",
+             opsi_gemm_cuda_gemv_n1),
+    GEMV_ROW(OPSI_KERNEL_CUDA_GEMV_M1, "cuda_gemv_m1", OPSI_GEMM_M, OPSI_F_A_M_MAJOR,
+             "M == 1: a warp per column of B (K unit-stride), 16-byte loads 4 deep; A's row at any stride",
+             opsi_gemm_cuda_gemv_m1),
 };
 const size_t opsi_gemm_row_count = sizeof opsi_gemm_rows / sizeof opsi_gemm_rows[0];

@@ -51,6 +51,21 @@ static int unit_inner(const ops_tensor *t, int axis) {
   return t->shape[axis] <= 1 || t->strides[axis] == 1;
 }
 
+/* An operand's alignment (opsi_tensor_align) read along whichever of its last two axes is
+ * unit-stride: a K-major B ([K, N] with strides (1, K)) is as aligned as its transpose. */
+static void add_gemm_align(opsi_problem *pr, const ops_tensor *t) {
+  if (t == NULL) return;
+  const int nd = t->ndim;
+  if (nd >= 2 && !unit_inner(t, nd - 1) && unit_inner(t, nd - 2)) {
+    ops_tensor swapped = *t;
+    swapped.shape[nd - 1] = t->shape[nd - 2], swapped.strides[nd - 1] = t->strides[nd - 2];
+    swapped.shape[nd - 2] = t->shape[nd - 1], swapped.strides[nd - 2] = t->strides[nd - 1];
+    opsi_problem_add_align(pr, &swapped);
+  } else {
+    opsi_problem_add_align(pr, t);
+  }
+}
+
 static ops_status gemm_prepare(const opsi_vctx *v, const ops_gemm_params *params,
                                const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
                                opsi_gemm_args *g, opsi_problem *pr, int *empty) {
@@ -144,8 +159,12 @@ static ops_status gemm_prepare(const opsi_vctx *v, const ops_gemm_params *params
       (!unit_inner(b, nb - 1) && !unit_inner(b, nb - 2)) || !unit_inner(d, d->ndim - 1)) {
     pr->flags |= OPSI_F_STRIDED;
   }
-  const ops_tensor *all[] = {a, b, d, p.c, p.bias, p.residual};
-  for (size_t i = 0; i < 6; ++i) opsi_problem_add_align(pr, all[i]);
+  if (!unit_inner(a, na - 1)) pr->flags |= OPSI_F_A_M_MAJOR;
+  if (!unit_inner(b, nb - 2)) pr->flags |= OPSI_F_B_N_MAJOR;
+  /* problem.align covers A and B, which kernels read by vectors or TMA boxes; D, C, bias and
+   * residual are accessed by elements (paired stores where a run-time check allows). */
+  add_gemm_align(pr, a);
+  add_gemm_align(pr, b);
   *empty = nd == 0;
   return OPS_OK;
 }

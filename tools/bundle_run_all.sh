@@ -4,12 +4,14 @@
 #   --bench         also run the benchmarks (bin/bench_*), JSON into $LOGS
 #   --filter REGEX  only the binaries whose name matches
 # Also runs the Python binding's tests (python_test) where the host has torch and pytest;
-# --bench also runs bench/compare.py (opslib vs PyTorch; COMPARE_ARGS passes options).
+# --bench also runs bench/compare.py (opslib vs PyTorch; COMPARE_ARGS passes options;
+# BENCH_ARGS passes options to every bench_* binary, e.g. --benchmark_min_time=0.2s).
 # Logs go to $OUT (the device tool's output folder) when set, else ./logs. The last line
 # is the summary: "bundle: N passed, N failed, N skipped".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# cuBLAS for bench_gemm_bench comes from the host's CUDA toolkit (not carried: too large)
+export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 sanitizer=0; bench=0; filter="."; COMPARE_ARGS="${COMPARE_ARGS:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,7 +68,7 @@ if [ $bench -eq 1 ]; then
     [ -e "$b" ] || continue
     name=$(basename "$b")
     echo "$name" | grep -Eq "$filter" || continue
-    "$b" --benchmark_out="$logs/$name.json" --benchmark_out_format=json > "$logs/$name.log" 2>&1
+    "$b" --benchmark_out="$logs/$name.json" --benchmark_out_format=json ${BENCH_ARGS:-} > "$logs/$name.log" 2>&1
     echo "$name bench $?" >> "$results"
     tail -n 40 "$logs/$name.log"
   done

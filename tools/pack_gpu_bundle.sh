@@ -42,6 +42,8 @@ for f in "$out"/bin/*; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
+    # cuBLAS (gemm_bench's comparison): hundreds of MB; run_all.sh finds the host's toolkit copy
+    libcublas*) ;;
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done

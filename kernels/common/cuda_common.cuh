@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "opslib/ops.h"
 #include "opslib/tensor.h"
 
 namespace opsi {
@@ -33,6 +34,24 @@ __device__ __forceinline__ float load_any(const void *p, int64_t i, int32_t dtyp
     case OPS_DTYPE_F16: return __half2float(static_cast<const __half *>(p)[i]);
     case OPS_DTYPE_BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
     default: return static_cast<const float *>(p)[i];
+  }
+}
+
+/* The ops_act functions in f32 (kernels/common/pointwise.h has them in double for the CPU):
+ * elementwise unary ops and the GEMM epilogue. */
+__device__ __forceinline__ float act_f(int32_t fn, float x) {
+  switch (fn) {
+    case OPS_ACT_NONE: return x;
+    case OPS_ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x);
+    case OPS_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case OPS_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    case OPS_ACT_SILU: return x / (1.0f + expf(-x));
+    case OPS_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case OPS_ACT_TANH: return tanhf(x);
+    case OPS_ACT_EXP: return expf(x);
+    case OPS_ACT_NEG: return -x;
+    case OPS_ACT_ABS: return fabsf(x);
+    default: return sinf(x);
   }
 }
 

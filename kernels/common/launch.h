@@ -34,7 +34,10 @@ enum {
   /* reduce layouts (after collapsing dims), as features only the general kernels have: */
   OPSI_F_REDUCE_NOT_INNER = 1u << 16,  /* the reduced elements are not one unit-stride innermost run */
   OPSI_F_REDUCE_NOT_COLUMNS = 1u << 17, /* not [R, K] with the K outputs one unit-stride run */
-  OPSI_F_DWEIGHT = 1u << 18             /* norm backward: dweight written */
+  OPSI_F_DWEIGHT = 1u << 18,            /* norm backward: dweight written */
+  /* GEMM operand layouts (either is still "not strided": one of its two axes is unit-stride) */
+  OPSI_F_A_M_MAJOR = 1u << 19, /* A's K axis is not unit-stride (A is read down its columns) */
+  OPSI_F_B_N_MAJOR = 1u << 20  /* B's K axis is not unit-stride (row-major [K, N]) */
 };
 
 /* The dispatcher's summary of one call. Plain data: compared and hashed as bytes by the

@@ -20,22 +20,6 @@
 
 namespace opsi {
 
-__device__ __forceinline__ float act_f(int32_t fn, float x) {
-  switch (fn) {
-    case OPS_ACT_NONE: return x;
-    case OPS_ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x);
-    case OPS_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case OPS_ACT_GELU_ERF: return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-    case OPS_ACT_SILU: return x / (1.0f + expf(-x));
-    case OPS_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case OPS_ACT_TANH: return tanhf(x);
-    case OPS_ACT_EXP: return expf(x);
-    case OPS_ACT_NEG: return -x;
-    case OPS_ACT_ABS: return fabsf(x);
-    default: return sinf(x);
-  }
-}
-
 __device__ __forceinline__ float binary_f(int32_t op, float a, float b) {
   switch (op) {
     case OPS_BINARY_ADD: return a + b;

@@ -138,6 +138,8 @@ static void shipped_kernel_ids_never_change(void **state) {
       {1402, "cuda_rmsnorm_backward_block"}, {1403, "cuda_rmsnorm_backward_stream"}, {1404, "cuda_rmsnorm_backward_stream_vec16"},
       {1500, "cpu_softmax_backward_ref"}, {1501, "cuda_softmax_backward_vec16"}, {1502, "cuda_softmax_backward_block"},
       {1503, "cuda_softmax_backward_stream"}, {1504, "cuda_softmax_backward_stream_vec16"},
+      {201, "cuda_gemm_sm90_128x256"}, {202, "cuda_gemm_sm90_128x128"}, {203, "cuda_gemm_mma"},
+      {204, "cuda_gemm_ffma"}, {205, "cuda_gemv_n1"}, {206, "cuda_gemv_m1"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

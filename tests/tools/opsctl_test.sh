@@ -40,7 +40,7 @@ check "explain sdpa sm_90 reason" 0 "runs on cpu, the handle's device is cuda" -
 check "explain sdpa cpu" 0 "chosen: cpu_sdpa_ref" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --window 32,0 --lse
 check "explain sdpa problem" 0 "[window, gqa, lse]" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --window 32,0 --lse
 check_json "explain sdpa --json" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --sm 80 --json
-check "explain gemm" 0 "[bias]" -- explain gemm --a 4096,4096 --b 4096,4096 --bias --act gelu_tanh --dtype f16
+check "explain gemm" 0 "[bias, b_n_major]" -- explain gemm --a 4096,4096 --b 4096,4096 --bias --act gelu_tanh --dtype f16
 check "explain gemm batched" 0 "batch=8 m=64 n=32 k=16" -- explain gemm --a 8,64,16 --b 16,32
 check "explain rmsnorm" 0 "rows=16384 cols=4096" -- explain rmsnorm --x 16384,4096 --residual
 check "explain reduce" 0 "outputs=3 reduced=20" -- explain reduce --x 4,3,5 --axes 0,2 --op mean
@@ -57,7 +57,7 @@ check "fuse gemm,bias,gelu" 0 "applied  gemm_bias_act" -- fuse gemm,bias,gelu --
 check "fuse add,rmsnorm" 0 "applied  add_rmsnorm" -- fuse add,rmsnorm --cpu
 check "fuse chain" 0 "ew_chain(3 steps)" -- fuse mul,add,sin --cpu
 check "fuse attention" 0 "applied  attention_scale_mask" -- fuse gemm,scale,mask,softmax,gemm --m 512 --n 512 --k 64 --batch 4 --cpu
-check "fuse on sm_90" 0 "[no_kernel]" -- fuse gemm,bias,gelu --sm 90
+check "fuse on sm_90" 0 "cuda_gemm_sm90_128x256 runs it" -- fuse gemm,bias,gelu --sm 90
 check_json "fuse --json" -- fuse gemm,bias,relu,add --cpu --json
 check "usage: no command" 2 "usage:" --
 check "usage: unknown command" 2 "unknown command 'frobnicate'" -- frobnicate

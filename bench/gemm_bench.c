@@ -1,0 +1,249 @@
+/*
+ * ops_gemm on the GPU against cuBLAS / cuBLASLt, linked into this binary and run on the same
+ * buffers in the same process (issue 6's targets). Each case registers three benchmarks:
+ *   <case>/opslib     ops_gemm (the dispatcher's choice; its kernel is the label);
+ *   <case>/cublas     cublasGemmEx, bf16 in, f32 compute (the default algorithm);
+ *   <case>/cublaslt   cublasLtMatmul with the case's epilogue fused where cuBLASLt has one
+ *                     (bias + GELU(tanh)), the heuristic's first algorithm;
+ * and reports TFLOPs (2 M N K per call) and, for opslib, pct_cublas against the fastest
+ * cuBLAS benchmark of the case measured before it. GEMV cases report TBps over the minimal
+ * bytes and pct_copy against copy/d2d, measured first.
+ * Layout names: "tn" = A row-major, B K-major (B^T row-major, as a Linear layer's weight);
+ * "nn" = A and B row-major. Inputs are random in [-1, 1) (never zeros).
+ *   bench_gemm_bench [--benchmark_filter=REGEX]
+ */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench_cuda.h"
+#include "bench/shim/opsb.h"
+#include "opslib/opslib.h"
+
+static ops_handle g_h;
+static cudaStream_t g_stream;
+static cublasHandle_t g_blas;
+static cublasLtHandle_t g_lt;
+static void *g_lt_ws;
+static const size_t kLtWorkspace = 64u << 20;
+static double g_copy_tbps, g_best_cublas_tflops;
+
+#define CHECK_BLAS(call)                                                       \
+  do {                                                                         \
+    int st_ = (int)(call);                                                     \
+    if (st_ != 0) {                                                            \
+      fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call, st_); \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+enum { EPI_NONE = 0, EPI_BIAS_GELU = 1 };
+
+typedef struct gemm_case {
+  const char *name;
+  int64_t m, n, k;
+  int b_kmajor; /* 1: B^T row-major ("tn"); 0: B row-major ("nn") */
+  int epi;
+} gemm_case;
+
+typedef struct gemm_ctx {
+  const gemm_case *gc;
+  void *a, *b, *d, *bias;
+  ops_tensor ta, tb, td, tbias;
+  ops_gemm_params p;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatmulHeuristicResult_t algo;
+} gemm_ctx;
+
+static void setup(gemm_ctx *c, const gemm_case *gc) {
+  memset(c, 0, sizeof *c);
+  c->gc = gc;
+  const int64_t m = gc->m, n = gc->n, k = gc->k;
+  c->a = bench_dev_fill(OPS_DTYPE_BF16, m * k, -1, 1, 11);
+  c->b = bench_dev_fill(OPS_DTYPE_BF16, k * n, -1, 1, 12);
+  c->d = bench_dev_alloc((size_t)(m * n) * 2);
+  c->bias = bench_dev_fill(OPS_DTYPE_BF16, n, -1, 1, 13);
+  const ops_device dev = ops_device_cuda(0);
+  const int64_t sa[2] = {m, k}, sb[2] = {k, n}, sd[2] = {m, n};
+  CHECK_OPS(ops_tensor_init(&c->ta, c->a, OPS_DTYPE_BF16, dev, 2, sa, NULL));
+  if (gc->b_kmajor) {
+    const int64_t strides[2] = {1, k};
+    CHECK_OPS(ops_tensor_init(&c->tb, c->b, OPS_DTYPE_BF16, dev, 2, sb, strides));
+  } else {
+    CHECK_OPS(ops_tensor_init(&c->tb, c->b, OPS_DTYPE_BF16, dev, 2, sb, NULL));
+  }
+  CHECK_OPS(ops_tensor_init(&c->td, c->d, OPS_DTYPE_BF16, dev, 2, sd, NULL));
+  CHECK_OPS(ops_tensor_init(&c->tbias, c->bias, OPS_DTYPE_BF16, dev, 1, &n, NULL));
+  ops_gemm_params_init(&c->p);
+  if (gc->epi == EPI_BIAS_GELU) {
+    c->p.bias = &c->tbias;
+    c->p.activation = OPS_ACT_GELU_TANH;
+  }
+  /* cuBLASLt, column-major: D^T [N, M] = B^T [N, K] x A^T [K, M] */
+  CHECK_BLAS(cublasLtMatmulDescCreate(&c->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = gc->b_kmajor ? CUBLAS_OP_T : CUBLAS_OP_N, tn = CUBLAS_OP_N;
+  CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof tn));
+  if (gc->epi == EPI_BIAS_GELU) {
+    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_GELU_BIAS;
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+    CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias));
+  }
+  if (gc->b_kmajor) {
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->la, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
+  } else {
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->la, CUDA_R_16BF, (uint64_t)n, (uint64_t)k, n));
+  }
+  CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
+  CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->ld, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
+  cublasLtMatmulPreference_t pref;
+  CHECK_BLAS(cublasLtMatmulPreferenceCreate(&pref));
+  CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspace,
+                                                  sizeof kLtWorkspace));
+  int found = 0;
+  CHECK_BLAS(cublasLtMatmulAlgoGetHeuristic(g_lt, c->op, c->la, c->lb, c->ld, c->ld, pref, 1, &c->algo, &found));
+  if (found == 0) {
+    fprintf(stderr, "cuBLASLt found no algorithm for %s\n", gc->name);
+    exit(1);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+}
+
+static void teardown(gemm_ctx *c) {
+  cudaFree(c->a), cudaFree(c->b), cudaFree(c->d), cudaFree(c->bias);
+  cublasLtMatrixLayoutDestroy(c->la), cublasLtMatrixLayoutDestroy(c->lb), cublasLtMatrixLayoutDestroy(c->ld);
+  cublasLtMatmulDescDestroy(c->op);
+}
+
+static void call_opslib(void *p) {
+  gemm_ctx *c = p;
+  CHECK_OPS(ops_gemm(g_h, &c->p, &c->ta, &c->tb, &c->td, NULL, 0));
+}
+
+static void call_cublas(void *p) {
+  gemm_ctx *c = p;
+  const gemm_case *gc = c->gc;
+  const float one = 1.0f, zero = 0.0f;
+  const int m = (int)gc->m, n = (int)gc->n, k = (int)gc->k;
+  CHECK_BLAS(cublasGemmEx(g_blas, gc->b_kmajor ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, c->b,
+                          CUDA_R_16BF, gc->b_kmajor ? k : n, c->a, CUDA_R_16BF, k, &zero, c->d, CUDA_R_16BF, n,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+static void call_cublaslt(void *p) {
+  gemm_ctx *c = p;
+  const float one = 1.0f, zero = 0.0f;
+  CHECK_BLAS(cublasLtMatmul(g_lt, c->op, &one, c->b, c->la, c->a, c->lb, &zero, c->d, c->ld, c->d, c->ld,
+                            &c->algo.algo, g_lt_ws, kLtWorkspace, g_stream));
+}
+
+static int is_gemv(const gemm_case *gc) { return gc->m == 1 || gc->n == 1; }
+
+static void report(opsb_state *s, const gemm_case *gc, double per, int which) {
+  const double flops = 2.0 * (double)gc->m * (double)gc->n * (double)gc->k;
+  const double tflops = flops / per / 1e12;
+  opsb_counter(s, "TFLOPs", tflops, 0);
+  opsb_counter(s, "us", per * 1e6, 0);
+  if (is_gemv(gc)) {
+    const double bytes = 2.0 * ((double)gc->m * gc->k + (double)gc->k * gc->n + (double)gc->m * gc->n);
+    opsb_counter(s, "TBps", bytes / per / 1e12, 0);
+    if (g_copy_tbps > 0.0) opsb_counter(s, "pct_copy", 100.0 * bytes / per / 1e12 / g_copy_tbps, 0);
+  }
+  if (which == 0 && g_best_cublas_tflops > 0.0) opsb_counter(s, "pct_cublas", 100.0 * tflops / g_best_cublas_tflops, 0);
+  if (which != 0 && tflops > g_best_cublas_tflops) g_best_cublas_tflops = tflops;
+}
+
+/* The cuBLAS benchmarks of a case run first (registration order) and set the bar. */
+static void bm_cublas(opsb_state *s, const void *arg) {
+  const gemm_case *gc = arg;
+  g_best_cublas_tflops = 0.0;
+  gemm_ctx c;
+  setup(&c, gc);
+  report(s, gc, bench_time(s, call_cublas, &c, g_stream), 1);
+  opsb_label(s, "cublasGemmEx");
+  teardown(&c);
+}
+
+static void bm_cublaslt(opsb_state *s, const void *arg) {
+  const gemm_case *gc = arg;
+  gemm_ctx c;
+  setup(&c, gc);
+  report(s, gc, bench_time(s, call_cublaslt, &c, g_stream), 1);
+  opsb_label(s, gc->epi == EPI_BIAS_GELU ? "cublasLtMatmul, GELU_BIAS epilogue fused" : "cublasLtMatmul");
+  teardown(&c);
+}
+
+static void bm_opslib(opsb_state *s, const void *arg) {
+  const gemm_case *gc = arg;
+  gemm_ctx c;
+  setup(&c, gc);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  CHECK_OPS(ops_gemm_explain(g_h, &c.p, &c.ta, &c.tb, &c.td, &e));
+  report(s, gc, bench_time(s, call_opslib, &c, g_stream), 0);
+  opsb_label(s, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "none");
+  teardown(&c);
+}
+
+static void bm_copy(opsb_state *s, const void *arg) {
+  (void)arg;
+  while (opsb_keep_running(s)) {
+    g_copy_tbps = bench_copy_tbps(g_stream);
+    opsb_set_iteration_time(s, 1e-3);
+  }
+  opsb_counter(s, "TBps", g_copy_tbps, 0);
+  opsb_label(s, "cudaMemcpyAsync D2D, 512 MiB, best of 17");
+}
+
+static const gemm_case kCases[] = {
+    {"tn/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE},
+    {"nn/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE},
+    {"tn/8192x8192x8192", 8192, 8192, 8192, 1, EPI_NONE},
+    {"nn/8192x8192x8192", 8192, 8192, 8192, 0, EPI_NONE},
+    {"tn/16384x4096x4096", 16384, 4096, 4096, 1, EPI_NONE},
+    {"tn/4096x14336x4096", 4096, 14336, 4096, 1, EPI_NONE},
+    {"tn_bias_gelu/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU},
+    {"tn/4096x4096x4000", 4096, 4096, 4000, 1, EPI_NONE},
+    {"tn/64x14336x4096", 64, 14336, 4096, 1, EPI_NONE},
+    {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE},
+    {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE},
+    {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE},
+};
+
+int main(int argc, char **argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    printf("gemm_bench: no CUDA device; nothing to measure\n");
+    return 0;
+  }
+  CHECK_OPS(ops_handle_create(&g_h, ops_device_cuda(0)));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+  CHECK_OPS(ops_handle_set_stream(g_h, g_stream));
+  CHECK_BLAS(cublasCreate(&g_blas));
+  CHECK_BLAS(cublasSetStream(g_blas, g_stream));
+  CHECK_BLAS(cublasLtCreate(&g_lt));
+  g_lt_ws = bench_dev_alloc(kLtWorkspace);
+  opsb_register("copy/d2d_512MiB", bm_copy, NULL, 1);
+  static char names[3 * sizeof kCases / sizeof kCases[0]][96];
+  int k = 0;
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
+    snprintf(names[k], sizeof names[k], "gemm/%s/cublas", kCases[i].name);
+    opsb_register(names[k++], bm_cublas, &kCases[i], 1);
+    snprintf(names[k], sizeof names[k], "gemm/%s/cublaslt", kCases[i].name);
+    opsb_register(names[k++], bm_cublaslt, &kCases[i], 1);
+    snprintf(names[k], sizeof names[k], "gemm/%s/opslib", kCases[i].name);
+    opsb_register(names[k++], bm_opslib, &kCases[i], 1);
+  }
+  const int rc = opsb_main(argc, argv);
+  cudaFree(g_lt_ws);
+  cublasLtDestroy(g_lt);
+  cublasDestroy(g_blas);
+  ops_handle_destroy(g_h);
+  cudaStreamDestroy(g_stream);
+  return rc;
+}

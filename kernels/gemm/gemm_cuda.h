@@ -1,0 +1,24 @@
+/* CUDA launchers of ops_gemm (capability rows point at them; kernels/gemm/gemm_cuda_launch.cu). */
+#ifndef OPSLIB_KERNELS_GEMM_GEMM_CUDA_H_
+#define OPSLIB_KERNELS_GEMM_GEMM_CUDA_H_
+
+#include "kernels/common/launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major. */
+ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args);
+ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args);
+/* Any SM >= 80, any strides: mma.sync (f16 / bf16) or strict f32 FMA. */
+ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args);
+/* Matrix-vector: N == 1 (A's rows) or M == 1 (B's columns), K unit-stride. */
+ops_status opsi_gemm_cuda_gemv_n1(const opsi_launch *ctx, const void *args);
+ops_status opsi_gemm_cuda_gemv_m1(const opsi_launch *ctx, const void *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPSLIB_KERNELS_GEMM_GEMM_CUDA_H_ */

@@ -1,0 +1,204 @@
+/* The GEMM CUDA launchers: validated args (opsi_gemm_args) -> gemm_geom -> one kernel. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <string.h>
+
+#include "kernels/gemm/gemm_args.h"
+#include "kernels/gemm/gemm_cuda.h"
+#include "kernels/gemm/gemm_sm90.cuh"
+#include "kernels/gemm/gemm_tiled.cuh"
+#include "kernels/gemm/gemv.cuh"
+#include "opslib/ops.h"
+
+/* runtime/error.h, which this target does not see: sets the thread's error message. */
+extern "C" ops_status opsi_fail(ops_status status, const char *fmt, ...);
+
+#define GEMM_TRY(expr)                   \
+  do {                                   \
+    const ops_status gemm_st_ = (expr);  \
+    if (gemm_st_ != OPS_OK) return gemm_st_; \
+  } while (0)
+
+#define OPSI_GEMM_EXTERN(T)                                                                                      \
+  extern template cudaError_t opsi::launch_gemm_tiled<T>(const opsi::gemm_geom &, int, int, cudaStream_t,         \
+                                                          int32_t *, int32_t *);                                 \
+  extern template cudaError_t opsi::launch_gemv<T>(const opsi::gemm_geom &, const opsi::gemv_view &, int,         \
+                                                    cudaStream_t, int32_t *, int32_t *);
+OPSI_GEMM_EXTERN(float)
+OPSI_GEMM_EXTERN(__half)
+OPSI_GEMM_EXTERN(__nv_bfloat16)
+#undef OPSI_GEMM_EXTERN
+
+#define OPSI_SM90_EXTERN(T, BN, B_MN)                                                                          \
+  extern template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                       \
+      const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &, const opsi::tile_order &, int, int, \
+      int, int, cudaStream_t);
+OPSI_SM90_EXTERN(__nv_bfloat16, 256, false)
+OPSI_SM90_EXTERN(__nv_bfloat16, 256, true)
+OPSI_SM90_EXTERN(__nv_bfloat16, 128, false)
+OPSI_SM90_EXTERN(__nv_bfloat16, 128, true)
+OPSI_SM90_EXTERN(__half, 256, false)
+OPSI_SM90_EXTERN(__half, 256, true)
+OPSI_SM90_EXTERN(__half, 128, false)
+OPSI_SM90_EXTERN(__half, 128, true)
+#undef OPSI_SM90_EXTERN
+
+namespace {
+
+opsi::gemm_view view_of(const ops_tensor &t) { return {t.data, t.strides[0], t.strides[1], t.strides[2]}; }
+
+opsi::gemm_geom geom_of(const opsi_gemm_args *a) {
+  opsi::gemm_geom g;
+  memset(&g, 0, sizeof g);
+  g.batch = a->batch, g.m = a->m, g.n = a->n, g.k = a->k;
+  g.a = view_of(a->a);
+  g.b = view_of(a->b);
+  g.d = view_of(a->d);
+  if (a->has_c) g.c = view_of(a->c);
+  if (a->has_bias) g.bias = view_of(a->bias);
+  if (a->has_residual) g.res = view_of(a->residual);
+  g.alpha = (float)a->alpha;
+  g.beta = (float)a->beta;
+  g.act = a->activation;
+  g.d_dtype = a->d.dtype;
+  g.plain = g.alpha == 1.0f && !a->has_c && !a->has_bias && !a->has_residual && a->activation == OPS_ACT_NONE;
+  return g;
+}
+
+ops_status cuda_status(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return OPS_OK;
+  return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* ---- Hopper ---- */
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/* A 3-D map over (inner, outer, batch) of a 16-bit operand, box (64, box_outer, 1), 128-byte
+ * swizzle, zeros past the edges. A broadcast batch is an axis of extent 1. */
+ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner, int64_t outer,
+                      int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer, const char *what) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) {
+    return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: the driver has no cuTensorMapEncodeTiled", what);
+  }
+  const cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)(s_batch != 0 ? batch : 1)};
+  const cuuint64_t strides[2] = {(cuuint64_t)(s_outer * 2),
+                                 (cuuint64_t)((s_batch != 0 ? s_batch : s_outer * outer) * 2)};
+  const cuuint32_t box[3] = {64, (cuuint32_t)box_outer, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r =
+      encode(map, dtype == OPS_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+             const_cast<void *>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    return opsi_fail(OPS_ERR_CUDA, "ops_gemm: cuTensorMapEncodeTiled for %s failed (CUresult %d)", what, (int)r);
+  }
+  return OPS_OK;
+}
+
+template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {
+  const opsi::gemm_geom g = geom_of(a);
+  const bool b_mn = !(a->b.strides[1] == 1 || a->k == 1); /* B's K axis is not unit-stride: N-major */
+  CUtensorMap ma, mb;
+  GEMM_TRY(encode_map(&ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, opsi::sm90::BM, "a"));
+  if (b_mn) {
+    GEMM_TRY(encode_map(&mb, g.b.p, a->b.dtype, g.n, g.k, g.b.sr, g.batch, g.b.sb, 64, "b"));
+  } else {
+    GEMM_TRY(encode_map(&mb, g.b.p, a->b.dtype, g.k, g.n, g.b.sc, g.batch, g.b.sb, BN, "b"));
+  }
+  opsi::tile_order order;
+  order.tiles_m = (int32_t)((g.m + opsi::sm90::BM - 1) / opsi::sm90::BM);
+  order.tiles_n = (int32_t)((g.n + BN - 1) / BN);
+  order.tiles = g.batch * order.tiles_m * order.tiles_n;
+  const int grid = (int)(order.tiles < ctx->sm_count ? order.tiles : ctx->sm_count);
+  const size_t elem = ops_dtype_size((ops_dtype)g.d_dtype);
+  const int d_pairs = g.d.sc == 1 && g.d.sr % 2 == 0 && (g.batch == 1 || g.d.sb % 2 == 0) &&
+                      (uintptr_t)g.d.p % (2 * elem) == 0;
+  const int a_batched = g.batch > 1 && g.a.sb != 0, b_batched = g.batch > 1 && g.b.sb != 0;
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  cudaError_t e;
+  if (a->a.dtype == OPS_DTYPE_BF16) {
+    e = b_mn ? opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, true>(ma, mb, g, order, a_batched, b_batched, d_pairs,
+                                                                     grid, stream)
+             : opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, false>(ma, mb, g, order, a_batched, b_batched,
+                                                                      d_pairs, grid, stream);
+  } else {
+    e = b_mn ? opsi::sm90::launch_gemm_sm90<__half, BN, true>(ma, mb, g, order, a_batched, b_batched, d_pairs, grid,
+                                                              stream)
+             : opsi::sm90::launch_gemm_sm90<__half, BN, false>(ma, mb, g, order, a_batched, b_batched, d_pairs,
+                                                               grid, stream);
+  }
+  int32_t *gr = ctx->info->grid, *bl = ctx->info->block;
+  gr[0] = grid, gr[1] = gr[2] = 1;
+  bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
+  ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
+  return cuda_status(e, "launch");
+}
+
+/* ---- portable ---- */
+
+ops_status run_tiled(const opsi_launch *ctx, const opsi_gemm_args *a) {
+  const opsi::gemm_geom g = geom_of(a);
+  const size_t elem = ops_dtype_size((ops_dtype)a->a.dtype);
+  const int mode_a = opsi::tile_read_mode(g.a.sr, g.a.sc, g.k, (uintptr_t)g.a.p, g.a.sb, elem);
+  const int mode_b = opsi::tile_read_mode(g.b.sc, g.b.sr, g.k, (uintptr_t)g.b.p, g.b.sb, elem);
+  cudaError_t e = cudaSuccess;
+  OPSI_DISPATCH_FLOAT(a->a.dtype, T,
+                      e = opsi::launch_gemm_tiled<T>(g, mode_a, mode_b, (cudaStream_t)ctx->stream, ctx->info->grid,
+                                                     ctx->info->block));
+  return cuda_status(e, "launch");
+}
+
+/* by_rows: N == 1, the matrix is A; else M == 1, the matrix is B^T. */
+ops_status run_gemv(const opsi_launch *ctx, const opsi_gemm_args *a, int by_rows) {
+  const opsi::gemm_geom g = geom_of(a);
+  opsi::gemv_view v;
+  memset(&v, 0, sizeof v);
+  v.by_rows = by_rows;
+  if (by_rows) {
+    v.mat = g.a.p, v.rows = g.m, v.s_row = g.a.sr, v.mat_sb = g.a.sb;
+    v.vec = g.b.p, v.s_vec = g.b.sr, v.vec_sb = g.b.sb;
+  } else {
+    v.mat = g.b.p, v.rows = g.n, v.s_row = g.b.sc, v.mat_sb = g.b.sb;
+    v.vec = g.a.p, v.s_vec = g.a.sc, v.vec_sb = g.a.sb;
+  }
+  const int64_t vec = 16 / (int64_t)ops_dtype_size((ops_dtype)a->a.dtype);
+  v.vec16 = v.s_vec == 1 && v.s_row % vec == 0 && v.mat_sb % vec == 0 && v.vec_sb % vec == 0 &&
+            (uintptr_t)v.mat % 16 == 0 && (uintptr_t)v.vec % 16 == 0;
+  cudaError_t e = cudaSuccess;
+  OPSI_DISPATCH_FLOAT(a->a.dtype, T,
+                      e = opsi::launch_gemv<T>(g, v, ctx->sm_count, (cudaStream_t)ctx->stream, ctx->info->grid,
+                                               ctx->info->block));
+  return cuda_status(e, "launch");
+}
+
+}  // namespace
+
+extern "C" ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args) {
+  return run_sm90<256>(ctx, static_cast<const opsi_gemm_args *>(args));
+}
+extern "C" ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args) {
+  return run_sm90<128>(ctx, static_cast<const opsi_gemm_args *>(args));
+}
+extern "C" ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args) {
+  return run_tiled(ctx, static_cast<const opsi_gemm_args *>(args));
+}
+extern "C" ops_status opsi_gemm_cuda_gemv_n1(const opsi_launch *ctx, const void *args) {
+  return run_gemv(ctx, static_cast<const opsi_gemm_args *>(args), 1);
+}
+extern "C" ops_status opsi_gemm_cuda_gemv_m1(const opsi_launch *ctx, const void *args) {
+  return run_gemv(ctx, static_cast<const opsi_gemm_args *>(args), 0);
+}

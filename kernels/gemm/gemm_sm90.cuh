@@ -1,0 +1,257 @@
+/*
+ * The Hopper GEMM (sm_90a): D tile BM x BN per step of a persistent CTA.
+ *
+ *   warpgroup 0, producer (setmaxnreg 40): one thread issues the TMA loads of each K block
+ *     (A: BM x 64, K-major; B: BN x 64 K-major, or BN / 64 boxes of 64 x 64 N-major) into a
+ *     ring of STAGES shared-memory stages, 128-byte swizzled; a stage's `full` mbarrier
+ *     completes when its bytes have landed.
+ *   warpgroups 1 and 2, consumers (setmaxnreg 232): 64 rows of the tile each; per K block,
+ *     4 wgmma m64nBNk16 reading A and B from shared memory through descriptors, f32
+ *     accumulators in registers (BN / 2 a thread). One wgmma group stays in flight: a stage
+ *     is handed back (its `empty` mbarrier, one arrival per consumer warp) once the group
+ *     after it was issued and it has completed.
+ *   The epilogue runs in the consumers' registers (gemm_gpu.cuh) while the producer already
+ *   loads the next tile's first stages.
+ * Tiles are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM.
+ * K, M and N tails: TMA fills out-of-range elements with zeros; stores are bounded.
+ */
+#ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_
+#define OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_
+
+#include <cuda.h>
+
+#include "kernels/gemm/gemm_gpu.cuh"
+#include "kernels/gemm/wgmma_ops.cuh"
+
+namespace opsi {
+namespace sm90 {
+
+enum { BM = 128, BK = 64, THREADS = 384, SWIZZLE_BYTES = 1024 };
+
+template <int BN> struct cfg {
+  static constexpr int STAGES = BN == 256 ? 4 : 6;
+  static constexpr int A_BYTES = BM * BK * 2;
+  static constexpr int B_BYTES = BN * BK * 2;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  /* stages, then 2 mbarriers a stage; plus slack to align the stages to the swizzle atom */
+  static constexpr int SMEM_BYTES = SWIZZLE_BYTES + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  const uint32_t addr = smem_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+/* A box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) into shared memory. */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *bar, int32_t c0, int32_t c1,
+                                         int32_t c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving accumulator reads or writes across a wgmma wait. */
+template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+/* Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
+ * offsets (K-major: 8-row groups SBO = 1024 apart, LBO unused; MN-major: 64-element atoms LBO
+ * apart along M/N, 8-row K groups SBO = 1024 apart). */
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+
+template <typename O> __device__ __forceinline__ void store2(O *p, float a, float b);
+template <> __device__ __forceinline__ void store2<float>(float *p, float a, float b) {
+  *reinterpret_cast<float2 *>(p) = make_float2(a, b);
+}
+template <> __device__ __forceinline__ void store2<__half>(__half *p, float a, float b) {
+  *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(a, b);
+}
+template <> __device__ __forceinline__ void store2<__nv_bfloat16>(__nv_bfloat16 *p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
+}
+
+/* A whole tile of a plain GEMM (D = acc) with paired stores: the consumer thread's rows
+ * row0 and row0 + 8, columns col0 + 8 j + {0, 1}. */
+template <int BN, typename O>
+__device__ __forceinline__ void store_plain(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
+                                            const float (&acc)[BN / 2]) {
+  O *d = static_cast<O *>(const_cast<void *>(g.d.p)) + bt * g.d.sb + row0 * g.d.sr + col0;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    O *p = d + r * 8 * g.d.sr;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) store2<O>(p + j * 8, acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
+  }
+}
+
+/* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
+ * every bt: a broadcast operand). d_pairs: D's columns are unit-stride and every pair of
+ * columns (2c, 2c + 1) is aligned for one store. */
+template <typename T, int BN, bool B_MN>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const gemm_geom g, const tile_order order, int32_t a_batched, int32_t b_batched,
+                     int32_t d_pairs) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = cfg<BN>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + SWIZZLE_BYTES - 1) & ~uintptr_t(SWIZZLE_BYTES - 1));
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::STAGES * C::STAGE_BYTES);
+  uint64_t *empty = full + C::STAGES;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
+  const int kblocks = (int)((g.k + BK - 1) / BK);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 8); /* one arrival per consumer warp */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (warp == 0 && lane == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int64_t t = blockIdx.x; t < order.tiles; t += gridDim.x) {
+        int64_t bt;
+        int32_t tm, tn;
+        order.decode(t, &bt, &tm, &tn);
+        const int32_t ba = a_batched ? (int32_t)bt : 0, bb = b_batched ? (int32_t)bt : 0;
+        for (int kb = 0; kb < kblocks; ++kb) {
+          mbar_wait(&empty[stage], phase ^ 1);
+          uint8_t *sa = smem + stage * C::STAGE_BYTES, *sb = sa + C::A_BYTES;
+          mbar_expect_tx(&full[stage], C::STAGE_BYTES);
+          tma_load(sa, &map_a, &full[stage], kb * BK, tm * BM, ba);
+          if (B_MN) {
+#pragma unroll
+            for (int c = 0; c < BN / 64; ++c) {
+              tma_load(sb + c * 64 * BK * 2, &map_b, &full[stage], tn * BN + c * 64, kb * BK, bb);
+            }
+          } else {
+            tma_load(sb, &map_b, &full[stage], kb * BK, tn * BN, bb);
+          }
+          if (++stage == C::STAGES) stage = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int cw = wg - 1; /* rows cw * 64 .. of the tile */
+    int stage = 0;
+    uint32_t phase = 0;
+    float acc[BN / 2];
+    for (int64_t t = blockIdx.x; t < order.tiles; t += gridDim.x) {
+      int64_t bt;
+      int32_t tm, tn;
+      order.decode(t, &bt, &tm, &tn);
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+      int prev = -1;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        mbar_wait(&full[stage], phase);
+        const uint32_t sa = smem_addr(smem + stage * C::STAGE_BYTES) + cw * 64 * BK * 2;
+        const uint32_t sb = smem_addr(smem + stage * C::STAGE_BYTES + C::A_BYTES);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const uint64_t da = smem_desc(sa + kk * 32, 16, 1024);
+          const uint64_t db = B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
+          wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        if (prev >= 0) {
+          wgmma_wait<1>();
+          if (lane == 0) mbar_arrive(&empty[prev]);
+        }
+        prev = stage;
+        if (++stage == C::STAGES) stage = 0, phase ^= 1;
+      }
+      wgmma_wait<0>();
+      fence_regs(acc);
+      if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+
+      const int64_t row0 = (int64_t)tm * BM + cw * 64 + (warp % 4) * 16 + lane / 4;
+      const int64_t col0 = (int64_t)tn * BN + (lane % 4) * 2;
+      const bool whole = (int64_t)(tm + 1) * BM <= g.m && (int64_t)(tn + 1) * BN <= g.n;
+      if (g.plain && whole && d_pairs) {
+        switch (g.d_dtype) {
+          case OPS_DTYPE_BF16: store_plain<BN, __nv_bfloat16>(g, bt, row0, col0, acc); break;
+          case OPS_DTYPE_F16: store_plain<BN, __half>(g, bt, row0, col0, acc); break;
+          default: store_plain<BN, float>(g, bt, row0, col0, acc); break;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            gemm_store_pair(g, bt, row0 + r * 8, col0 + j * 8, acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
+          }
+        }
+      }
+    }
+  }
+#else
+  (void)map_a, (void)map_b, (void)g, (void)order, (void)a_batched, (void)b_batched, (void)d_pairs;
+  __trap();
+#endif
+}
+
+/* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs. */
+template <typename T, int BN, bool B_MN>
+cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const gemm_geom &g,
+                             const tile_order &order, int a_batched, int b_batched, int d_pairs, int grid,
+                             cudaStream_t stream) {
+  const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BN>::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, THREADS, cfg<BN>::SMEM_BYTES, stream>>>(map_a, map_b, g, order, a_batched, b_batched, d_pairs);
+  return cudaGetLastError();
+}
+
+}  // namespace sm90
+}  // namespace opsi
+
+#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN)                                                            \
+  template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
+      const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &, const opsi::tile_order &, int, int, \
+      int, int, cudaStream_t);
+
+#endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_ */

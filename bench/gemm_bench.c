@@ -48,6 +48,7 @@ typedef struct gemm_case {
   int64_t m, n, k;
   int b_kmajor; /* 1: B^T row-major ("tn"); 0: B row-major ("nn") */
   int epi;
+  const char *pin; /* NULL: the dispatcher's choice; else the kernel opslib runs */
 } gemm_case;
 
 typedef struct gemm_ctx {
@@ -182,11 +183,13 @@ static void bm_opslib(opsb_state *s, const void *arg) {
   const gemm_case *gc = arg;
   gemm_ctx c;
   setup(&c, gc);
+  CHECK_OPS(ops_handle_pin_kernel(g_h, gc->pin));
   ops_explain e;
   e.struct_size = sizeof e;
   CHECK_OPS(ops_gemm_explain(g_h, &c.p, &c.ta, &c.tb, &c.td, &e));
   report(s, gc, bench_time(s, call_opslib, &c, g_stream), 0);
   opsb_label(s, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "none");
+  CHECK_OPS(ops_handle_pin_kernel(g_h, NULL));
   teardown(&c);
 }
 
@@ -201,18 +204,21 @@ static void bm_copy(opsb_state *s, const void *arg) {
 }
 
 static const gemm_case kCases[] = {
-    {"tn/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE},
-    {"nn/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE},
-    {"tn/8192x8192x8192", 8192, 8192, 8192, 1, EPI_NONE},
-    {"nn/8192x8192x8192", 8192, 8192, 8192, 0, EPI_NONE},
-    {"tn/16384x4096x4096", 16384, 4096, 4096, 1, EPI_NONE},
-    {"tn/4096x14336x4096", 4096, 14336, 4096, 1, EPI_NONE},
-    {"tn_bias_gelu/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU},
-    {"tn/4096x4096x4000", 4096, 4096, 4000, 1, EPI_NONE},
-    {"tn/64x14336x4096", 64, 14336, 4096, 1, EPI_NONE},
-    {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE},
-    {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE},
-    {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE},
+    {"tn/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, NULL},
+    {"nn/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, NULL},
+    {"tn/8192x8192x8192", 8192, 8192, 8192, 1, EPI_NONE, NULL},
+    {"nn/8192x8192x8192", 8192, 8192, 8192, 0, EPI_NONE, NULL},
+    {"tn/16384x4096x4096", 16384, 4096, 4096, 1, EPI_NONE, NULL},
+    {"tn/4096x14336x4096", 4096, 14336, 4096, 1, EPI_NONE, NULL},
+    {"tn_bias_gelu/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU, NULL},
+    {"tn/4096x4096x4000", 4096, 4096, 4000, 1, EPI_NONE, NULL},
+    {"tn/64x14336x4096", 64, 14336, 4096, 1, EPI_NONE, NULL},
+    {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE, NULL},
+    {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE, NULL},
+    {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE, NULL},
+    /* the portable kernels, pinned: what A100-class GPUs and refused layouts get */
+    {"tn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_mma"},
+    {"nn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma"},
 };
 
 int main(int argc, char **argv) {

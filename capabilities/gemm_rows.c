@@ -22,11 +22,14 @@
                                 "K blocks into the stage ring, each completing on the stage's full mbarrier"}, \
                 {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 232): 64 rows of the tile each, 4 wgmma "    \
                                  "m64n" #BN "k16 per K block from shared memory, one group in flight, f32 "    \
-                                 "accumulators; then the epilogue from registers"}},                         \
+                                 "accumulators; then the epilogue: a plain whole tile stored from registers, "  \
+                                 "else 64x32 chunks staged through shared memory, coalesced"}},                         \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
-                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage", \
-      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + STAGES * 16, .threads = 384, .vector_bytes = 16,    \
+                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage; " \
+                     "2 x 64x32 f32 (rows padded to 40) staging the general epilogue",                     \
+      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + STAGES * 16 + 2 * 64 * 40 * 4, .threads = 384,     \
+      .vector_bytes = 16,                                                                                    \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \

@@ -59,7 +59,7 @@ __device__ __forceinline__ void store_any(void *p, int64_t i, int32_t dtype, flo
 
 /* Outputs (bt, i, j) and (bt, i, j + 1) from accumulators v0, v1; j + 1 may be past N. One
  * 4-byte (8-byte for f32) store when the pair is whole, D's columns are unit-stride and the
- * address is aligned; element stores otherwise. */
+ * pair's address is aligned to its size; element stores otherwise. */
 __device__ __forceinline__ void gemm_store_pair(const gemm_geom &g, int64_t bt, int64_t i, int64_t j, float v0,
                                                 float v1) {
   if (i >= g.m || j >= g.n) return;
@@ -70,26 +70,13 @@ __device__ __forceinline__ void gemm_store_pair(const gemm_geom &g, int64_t bt, 
   }
   const int64_t off = view_off(g.d, bt, i, j);
   void *d = const_cast<void *>(g.d.p);
-  if (pair && g.d.sc == 1) {
+  const size_t elem = g.d_dtype == OPS_DTYPE_F32 ? 4 : 2;
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(d) + (uintptr_t)off * elem;
+  if (pair && g.d.sc == 1 && addr % (2 * elem) == 0) {
     switch (g.d_dtype) {
-      case OPS_DTYPE_BF16:
-        if ((off & 1) == 0) {
-          *reinterpret_cast<__nv_bfloat162 *>(static_cast<__nv_bfloat16 *>(d) + off) = __floats2bfloat162_rn(v0, v1);
-          return;
-        }
-        break;
-      case OPS_DTYPE_F16:
-        if ((off & 1) == 0) {
-          *reinterpret_cast<__half2 *>(static_cast<__half *>(d) + off) = __floats2half2_rn(v0, v1);
-          return;
-        }
-        break;
-      default:
-        if ((off & 1) == 0) {
-          *reinterpret_cast<float2 *>(static_cast<float *>(d) + off) = make_float2(v0, v1);
-          return;
-        }
-        break;
+      case OPS_DTYPE_BF16: *reinterpret_cast<__nv_bfloat162 *>(addr) = __floats2bfloat162_rn(v0, v1); return;
+      case OPS_DTYPE_F16: *reinterpret_cast<__half2 *>(addr) = __floats2half2_rn(v0, v1); return;
+      default: *reinterpret_cast<float2 *>(addr) = make_float2(v0, v1); return;
     }
   }
   store_any(d, off, g.d_dtype, v0);

@@ -27,14 +27,21 @@ namespace opsi {
 namespace sm90 {
 
 enum { BM = 128, BK = 64, THREADS = 384, SWIZZLE_BYTES = 1024 };
+/* The general epilogue walks a warpgroup's 64 x BN accumulators in chunks of EPI_COLS
+ * columns through shared memory (rows padded to EPI_PITCH floats: the fragment's float2
+ * stores are conflict-free per half warp). */
+enum { EPI_COLS = 32, EPI_PITCH = 40 };
 
 template <int BN> struct cfg {
   static constexpr int STAGES = BN == 256 ? 4 : 6;
   static constexpr int A_BYTES = BM * BK * 2;
   static constexpr int B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  /* stages, then 2 mbarriers a stage; plus slack to align the stages to the swizzle atom */
-  static constexpr int SMEM_BYTES = SWIZZLE_BYTES + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+  static constexpr int BARRIER_BYTES = 2 * STAGES * 8; /* full and empty mbarrier a stage */
+  /* the general epilogue's staging: per consumer warpgroup, 64 rows x EPI_COLS f32 */
+  static constexpr int EPI_BYTES = 2 * 64 * EPI_PITCH * 4;
+  /* stages, barriers, epilogue staging; plus slack to align the stages to the swizzle atom */
+  static constexpr int SMEM_BYTES = SWIZZLE_BYTES + STAGES * STAGE_BYTES + BARRIER_BYTES + EPI_BYTES;
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -117,6 +124,38 @@ __device__ __forceinline__ void store_plain(const gemm_geom &g, int64_t bt, int6
   }
 }
 
+/* The epilogue of a consumer warpgroup's 64 x BN tile at (row0, col0) for any call: chunks
+ * of EPI_COLS columns go from the accumulator fragments to shared memory, then each thread
+ * takes a pair of columns of every eighth row (a half warp covers a row segment: coalesced
+ * C / bias / residual reads and D writes) through the element epilogue, in a loop the
+ * compiler keeps rolled. `buf` is the warpgroup's staging area; named barrier 1 + cw. */
+template <int BN>
+__device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
+                                                const float (&acc)[BN / 2], float *buf, int cw) {
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int fr = warp * 16 + lane / 4, fc = (lane % 4) * 2;
+#pragma unroll
+  for (int ch = 0; ch < BN / EPI_COLS; ++ch) {
+#pragma unroll
+    for (int jj = 0; jj < EPI_COLS / 8; ++jj) {
+      const int j = ch * (EPI_COLS / 8) + jj;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        *reinterpret_cast<float2 *>(&buf[(fr + 8 * r) * EPI_PITCH + jj * 8 + fc]) =
+            make_float2(acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
+      }
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+    const int pc = (t % (EPI_COLS / 2)) * 2;
+#pragma unroll 1
+    for (int row = t / (EPI_COLS / 2); row < 64; row += 128 / (EPI_COLS / 2)) {
+      const float2 v = *reinterpret_cast<const float2 *>(&buf[row * EPI_PITCH + pc]);
+      gemm_store_pair(g, bt, row0 + row, col0 + ch * EPI_COLS + pc, v.x, v.y);
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+  }
+}
+
 /* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
  * every bt: a broadcast operand). d_pairs: D's columns are unit-stride and every pair of
  * columns (2c, 2c + 1) is aligned for one store. */
@@ -132,6 +171,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       (reinterpret_cast<uintptr_t>(smem_raw) + SWIZZLE_BYTES - 1) & ~uintptr_t(SWIZZLE_BYTES - 1));
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::STAGES * C::STAGE_BYTES);
   uint64_t *empty = full + C::STAGES;
+  float *epi = reinterpret_cast<float *>(smem + C::STAGES * C::STAGE_BYTES + C::BARRIER_BYTES);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
   const int kblocks = (int)((g.k + BK - 1) / BK);
 
@@ -217,13 +257,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           default: store_plain<BN, float>(g, bt, row0, col0, acc); break;
         }
       } else {
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            gemm_store_pair(g, bt, row0 + r * 8, col0 + j * 8, acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
-          }
-        }
+        epilogue_staged<BN>(g, bt, (int64_t)tm * BM + cw * 64, (int64_t)tn * BN, acc, epi + cw * 64 * EPI_PITCH, cw);
       }
     }
   }

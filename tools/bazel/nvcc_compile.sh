@@ -3,8 +3,14 @@
 # shared memory, spills) in REPORT and pass every other line (warnings, errors) through.
 nvcc="$1"; report="$2"; shift 2
 log="$report.log"
-"$nvcc" "$@" >"$log" 2>&1
+# nvcc names its temporary files after its process id, and every sandboxed action runs in
+# its own pid namespace (often as the same pid) with the host's /tmp: parallel actions
+# overwrote each other's files ("ptxas fatal: Input file ... could not be opened"). A
+# private directory per action.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/opslib-nvcc.XXXXXX")
+TMPDIR="$tmp" "$nvcc" "$@" >"$log" 2>&1
 status=$?
+rm -rf "$tmp"
 grep -E '^(ptxas info|    [0-9]+ bytes stack)' "$log" >"$report"
 grep -vE '^(ptxas info|    [0-9]+ bytes stack)' "$log" >&2
 rm -f "$log"

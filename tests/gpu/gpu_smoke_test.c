@@ -1,8 +1,8 @@
 /*
  * The GPU smoke test: on a CUDA host it proves that this build's device code runs there
  * (a kernel from the project's nvcc rule), that a CUDA handle reads the device, and that
- * ops on CUDA tensors are dispatched and, where no CUDA kernel serves them yet (SDPA, GEMM),
- * refused with OPS_ERR_UNSUPPORTED and a reason per candidate, with device memory untouched.
+ * ops on CUDA tensors are dispatched and, where no CUDA kernel serves them (SDPA; an f32
+ * GEMM batch past the portable kernels' grid), refused with OPS_ERR_UNSUPPORTED and a reason per candidate, with device memory untouched.
  * Without a CUDA device every test is skipped and says why.
  */
 #include <cuda_runtime_api.h>
@@ -116,6 +116,11 @@ static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
   void *px = device_tensor(&x, OPS_DTYPE_F32, 2, rs), *py = device_tensor(&y, OPS_DTYPE_F32, 2, rs);
   void *pw = device_tensor(&w, OPS_DTYPE_F32, 1, ws), *pb = device_tensor(&b, OPS_DTYPE_F32, 2, bs);
   void *pd = device_tensor(&d, OPS_DTYPE_F32, 2, cs);
+  /* GEMM has CUDA kernels; an f32 batch past the portable kernels' grid (65535) has none */
+  const int64_t gas[3] = {70000, 2, 2}, gbs[2] = {2, 2};
+  ops_tensor ga, gb, gd;
+  void *pga = device_tensor(&ga, OPS_DTYPE_F32, 3, gas), *pgb = device_tensor(&gb, OPS_DTYPE_F32, 2, gbs);
+  void *pgd = device_tensor(&gd, OPS_DTYPE_F32, 3, gas);
   struct {
     const char *what;
     ops_status st;
@@ -123,19 +128,19 @@ static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
     size_t bytes;
   } calls[] = {
       {"sdpa", ops_sdpa(h, NULL, &q, &q, &q, &o, NULL, NULL, 0), po, 2 * 64 * 4 * 64 * 2},
-      {"gemm", ops_gemm(h, NULL, &x, &b, &d, NULL, 0), pd, 128 * 128 * 4},
+      {"gemm (f32, batch 70000)", ops_gemm(h, NULL, &ga, &gb, &gd, NULL, 0), pgd, 70000 * 4 * 4},
   };
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
     if (calls[i].st != OPS_ERR_UNSUPPORTED) {
-      print_error("%s on cuda: expected OPS_ERR_UNSUPPORTED (no CUDA kernel in this build), got %s\n", calls[i].what,
-                  ops_status_name(calls[i].st));
+      print_error("%s on cuda: expected OPS_ERR_UNSUPPORTED (no CUDA kernel of this build serves it), got %s\n",
+                  calls[i].what, ops_status_name(calls[i].st));
       fail();
     }
     assert_true(still_poisoned(calls[i].out, calls[i].bytes));
   }
   /* The message lists each candidate and its reason. */
   assert_int_equal(ops_gemm(h, NULL, &x, &y, &y, NULL, 0), OPS_ERR_SHAPE_MISMATCH); /* K 256 vs 128 */
-  assert_int_equal(ops_gemm(h, NULL, &x, &b, &d, NULL, 0), OPS_ERR_UNSUPPORTED);
+  assert_int_equal(ops_gemm(h, NULL, &ga, &gb, &gd, NULL, 0), OPS_ERR_UNSUPPORTED);
   assert_non_null(strstr(ops_last_error(), "cpu_gemm_ref [backend]: runs on cpu, the handle's device is cuda"));
   /* Host tensors with a CUDA handle are a device mismatch. */
   float host[256];
@@ -144,6 +149,7 @@ static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
   assert_int_equal(ops_unary(h, NULL, &th, &w, NULL, 0), OPS_ERR_DEVICE_MISMATCH);
   assert_non_null(strstr(ops_last_error(), "expected cuda:0 (the handle's), got cpu"));
   cudaFree(pq), cudaFree(po), cudaFree(px), cudaFree(py), cudaFree(pw), cudaFree(pb), cudaFree(pd);
+  cudaFree(pga), cudaFree(pgb), cudaFree(pgd);
   OPST_OK(ops_handle_destroy(h));
 }
 

@@ -57,6 +57,18 @@ __device__ __forceinline__ void store_any(void *p, int64_t i, int32_t dtype, flo
   }
 }
 
+/* Two neighbouring outputs in one store (p aligned to twice the element size). */
+template <typename O> __device__ __forceinline__ void store2(O *p, float a, float b);
+template <> __device__ __forceinline__ void store2<float>(float *p, float a, float b) {
+  *reinterpret_cast<float2 *>(p) = make_float2(a, b);
+}
+template <> __device__ __forceinline__ void store2<__half>(__half *p, float a, float b) {
+  *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(a, b);
+}
+template <> __device__ __forceinline__ void store2<__nv_bfloat16>(__nv_bfloat16 *p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
+}
+
 /* Outputs (bt, i, j) and (bt, i, j + 1) from accumulators v0, v1; j + 1 may be past N. One
  * 4-byte (8-byte for f32) store when the pair is whole, D's columns are unit-stride and the
  * pair's address is aligned to its size; element stores otherwise. */
@@ -74,9 +86,9 @@ __device__ __forceinline__ void gemm_store_pair(const gemm_geom &g, int64_t bt, 
   const uintptr_t addr = reinterpret_cast<uintptr_t>(d) + (uintptr_t)off * elem;
   if (pair && g.d.sc == 1 && addr % (2 * elem) == 0) {
     switch (g.d_dtype) {
-      case OPS_DTYPE_BF16: *reinterpret_cast<__nv_bfloat162 *>(addr) = __floats2bfloat162_rn(v0, v1); return;
-      case OPS_DTYPE_F16: *reinterpret_cast<__half2 *>(addr) = __floats2half2_rn(v0, v1); return;
-      default: *reinterpret_cast<float2 *>(addr) = make_float2(v0, v1); return;
+      case OPS_DTYPE_BF16: store2(reinterpret_cast<__nv_bfloat16 *>(addr), v0, v1); return;
+      case OPS_DTYPE_F16: store2(reinterpret_cast<__half *>(addr), v0, v1); return;
+      default: store2(reinterpret_cast<float *>(addr), v0, v1); return;
     }
   }
   store_any(d, off, g.d_dtype, v0);

@@ -99,17 +99,6 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
          (1ull << 62);
 }
 
-template <typename O> __device__ __forceinline__ void store2(O *p, float a, float b);
-template <> __device__ __forceinline__ void store2<float>(float *p, float a, float b) {
-  *reinterpret_cast<float2 *>(p) = make_float2(a, b);
-}
-template <> __device__ __forceinline__ void store2<__half>(__half *p, float a, float b) {
-  *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(a, b);
-}
-template <> __device__ __forceinline__ void store2<__nv_bfloat16>(__nv_bfloat16 *p, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
-}
-
 /* A whole tile of a plain GEMM (D = acc) with paired stores: the consumer thread's rows
  * row0 and row0 + 8, columns col0 + 8 j + {0, 1}. */
 template <int BN, typename O>

@@ -106,6 +106,38 @@ __device__ __forceinline__ void tile_sources(const gemm_geom &g, int64_t bt, con
   *b = {static_cast<const T *>(g.b.p) + bt * g.b.sb, g.b.sc, g.b.sr, g.n, g.k, modes[1]};
 }
 
+/* The K loop both tile kernels share: A's BM x BK and B^T's BN x BK tile of K step kt are in
+ * sa[kt & 1] / sb[kt & 1] (rows of PITCH elements) when multiply(sa_tile, sb_tile) runs, while
+ * step kt + 1's global loads are in flight; one barrier a step. */
+template <typename T, int BM, int BN, int BK, int PITCH, int THREADS, typename Multiply>
+__device__ __forceinline__ void staged_k_loop(const gemm_geom &g, const tile_src<T> &A, const tile_src<T> &B,
+                                              int64_t m0, int64_t n0, T (*sa)[BM * PITCH], T (*sb)[BN * PITCH],
+                                              Multiply multiply) {
+  tile_loader<T, BM, BK, THREADS> la;
+  tile_loader<T, BN, BK, THREADS> lb;
+  const int ktiles = (int)((g.k + BK - 1) / BK);
+  if (ktiles > 0) {
+    la.load(A, m0, 0);
+    lb.load(B, n0, 0);
+    la.template store<PITCH>(sa[0], A.mode);
+    lb.template store<PITCH>(sb[0], B.mode);
+  }
+  __syncthreads();
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int cur = kt & 1;
+    if (kt + 1 < ktiles) {
+      la.load(A, m0, (int64_t)(kt + 1) * BK);
+      lb.load(B, n0, (int64_t)(kt + 1) * BK);
+    }
+    multiply(sa[cur], sb[cur]);
+    if (kt + 1 < ktiles) {
+      la.template store<PITCH>(sa[cur ^ 1], A.mode);
+      lb.template store<PITCH>(sb[cur ^ 1], B.mode);
+    }
+    __syncthreads();
+  }
+}
+
 /* ---- f16 / bf16: mma.sync ---- */
 
 namespace mma {
@@ -162,34 +194,19 @@ __global__ void __launch_bounds__(mma::THREADS) gemm_mma_kernel(const gemm_geom 
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
 
-  tile_loader<T, BM, BK, THREADS> la;
-  tile_loader<T, BN, BK, THREADS> lb;
-  const int ktiles = (int)((g.k + BK - 1) / BK);
-  if (ktiles > 0) {
-    la.load(A, m0, 0);
-    lb.load(B, n0, 0);
-    la.template store<PITCH>(sa[0], A.mode);
-    lb.template store<PITCH>(sb[0], B.mode);
-  }
-  __syncthreads();
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int cur = kt & 1;
-    if (kt + 1 < ktiles) {
-      la.load(A, m0, (int64_t)(kt + 1) * BK);
-      lb.load(B, n0, (int64_t)(kt + 1) * BK);
-    }
+  staged_k_loop<T, BM, BN, BK, PITCH, THREADS>(g, A, B, m0, n0, sa, sb, [&](const T *ta, const T *tb) {
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) {
       uint32_t af[4][4], bf[4][2];
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi) {
-        ldmatrix_x4(af[mi], &sa[cur][(wm * 64 + mi * 16 + lane % 16) * PITCH + ks * 16 + (lane / 16) * 8]);
+        ldmatrix_x4(af[mi], &ta[(wm * 64 + mi * 16 + lane % 16) * PITCH + ks * 16 + (lane / 16) * 8]);
       }
 #pragma unroll
       for (int nj = 0; nj < 2; ++nj) {
         uint32_t r[4];
-        ldmatrix_x4(r, &sb[cur][(wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * PITCH + ks * 16 +
-                                ((lane / 8) % 2) * 8]);
+        ldmatrix_x4(r, &tb[(wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * PITCH + ks * 16 +
+                           ((lane / 8) % 2) * 8]);
         bf[nj * 2][0] = r[0], bf[nj * 2][1] = r[1], bf[nj * 2 + 1][0] = r[2], bf[nj * 2 + 1][1] = r[3];
       }
 #pragma unroll
@@ -197,12 +214,7 @@ __global__ void __launch_bounds__(mma::THREADS) gemm_mma_kernel(const gemm_geom 
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) mma_name<T>::mma(acc[mi][ni], af[mi], bf[ni]);
     }
-    if (kt + 1 < ktiles) {
-      la.template store<PITCH>(sa[cur ^ 1], A.mode);
-      lb.template store<PITCH>(sb[cur ^ 1], B.mode);
-    }
-    __syncthreads();
-  }
+  });
 
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
@@ -230,8 +242,8 @@ __global__ void __launch_bounds__(ffma::THREADS) gemm_ffma_kernel(const gemm_geo
                                                                   const int32_t modes_b) {
   static_assert(sizeof(T) == 4, "the FFMA kernel is the f32 one");
   using namespace ffma;
-  __shared__ float sa[2][BM * PITCH];
-  __shared__ float sb[2][BN * PITCH];
+  __shared__ T sa[2][BM * PITCH];
+  __shared__ T sb[2][BN * PITCH];
   const int64_t bt = blockIdx.z;
   const int64_t m0 = (int64_t)blockIdx.x * BM, n0 = (int64_t)blockIdx.y * BN;
   const int32_t modes[2] = {modes_a == READ_K_VEC ? READ_K : modes_a, modes_b == READ_K_VEC ? READ_K : modes_b};
@@ -244,40 +256,20 @@ __global__ void __launch_bounds__(ffma::THREADS) gemm_ffma_kernel(const gemm_geo
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[r][c] = 0.0f;
 
-  tile_loader<float, BM, BK, THREADS> la;
-  tile_loader<float, BN, BK, THREADS> lb;
-  const int ktiles = (int)((g.k + BK - 1) / BK);
-  if (ktiles > 0) {
-    la.load(A, m0, 0);
-    lb.load(B, n0, 0);
-    la.template store<PITCH>(sa[0], A.mode);
-    lb.template store<PITCH>(sb[0], B.mode);
-  }
-  __syncthreads();
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int cur = kt & 1;
-    if (kt + 1 < ktiles) {
-      la.load(A, m0, (int64_t)(kt + 1) * BK);
-      lb.load(B, n0, (int64_t)(kt + 1) * BK);
-    }
+  staged_k_loop<T, BM, BN, BK, PITCH, THREADS>(g, A, B, m0, n0, sa, sb, [&](const T *ta, const T *tb) {
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
       float av[4], bv[4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) av[r] = sa[cur][(ty + 16 * r) * PITCH + kk];
+      for (int r = 0; r < 4; ++r) av[r] = ta[(ty + 16 * r) * PITCH + kk];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) bv[c] = sb[cur][(tx + 16 * c) * PITCH + kk];
+      for (int c = 0; c < 4; ++c) bv[c] = tb[(tx + 16 * c) * PITCH + kk];
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
     }
-    if (kt + 1 < ktiles) {
-      la.template store<PITCH>(sa[cur ^ 1], A.mode);
-      lb.template store<PITCH>(sb[cur ^ 1], B.mode);
-    }
-    __syncthreads();
-  }
+  });
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll

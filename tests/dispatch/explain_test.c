@@ -91,6 +91,73 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
   }
 }
 
+/* The verdict of kernel `name` in e, or NULL. */
+static const ops_verdict *verdict_of(const ops_explain *e, const char *name) {
+  for (int i = 0; i < e->count; ++i) {
+    if (strcmp(e->verdicts[i].kernel_name, name) == 0) return &e->verdicts[i];
+  }
+  return NULL;
+}
+
+static const char *chosen_name(const ops_explain *e) { return e->chosen >= 0 ? e->verdicts[e->chosen].kernel_name : ""; }
+
+/* GEMM on described GPUs: the path (Hopper, portable, GEMV) and the tile shape follow the
+ * operands' layout, the shape and the SM, and explain names the layout flags and why each
+ * kernel was refused. */
+static void gemm_explains_its_path_and_tile(void **state) {
+  (void)state;
+  const ops_device dev = ops_device_cuda(0);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  ops_handle h90 = virtual_handle(90), h80 = virtual_handle(80);
+  struct {
+    int64_t m, n, k;
+    int a_m_major, b_k_major;
+    ops_handle h;
+    const char *want, *features; /* features: the problem's bracket, "" for none */
+  } cases[] = {
+      {4096, 4096, 4096, 0, 1, h90, "cuda_gemm_sm90_128x256", ""},
+      {4096, 4096, 4096, 0, 0, h90, "cuda_gemm_sm90_128x256", "[b_n_major]"},
+      {4096, 4096, 4096, 1, 1, h90, "cuda_gemm_mma", "[a_m_major]"},
+      {64, 14336, 4096, 0, 1, h90, "cuda_gemm_sm90_128x128", ""},
+      {14336, 1, 4096, 0, 0, h90, "cuda_gemv_n1", ""},
+      {1, 14336, 4096, 0, 1, h90, "cuda_gemv_m1", ""},
+      {4096, 4096, 4096, 0, 1, h80, "cuda_gemm_mma", ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const int64_t m = cases[i].m, n = cases[i].n, k = cases[i].k;
+    const int64_t as[2] = {m, k}, bs[2] = {k, n}, ds[2] = {m, n};
+    const int64_t a_t[2] = {1, m}, b_t[2] = {1, k};
+    ops_tensor a, b, d;
+    OPST_OK(ops_tensor_init(&a, NULL, OPS_DTYPE_BF16, dev, 2, as, cases[i].a_m_major ? a_t : NULL));
+    OPST_OK(ops_tensor_init(&b, NULL, OPS_DTYPE_BF16, dev, 2, bs, cases[i].b_k_major ? b_t : NULL));
+    OPST_OK(ops_tensor_init(&d, NULL, OPS_DTYPE_BF16, dev, 2, ds, NULL));
+    OPST_OK(ops_gemm_explain(cases[i].h, NULL, &a, &b, &d, &e));
+    if (strcmp(chosen_name(&e), cases[i].want) != 0) {
+      char text[8192];
+      ops_explain_to_text(&e, text, sizeof text);
+      print_error("gemm case %zu: chose '%s', want '%s'\n%s\n", i, chosen_name(&e), cases[i].want, text);
+      fail();
+    }
+    const int has_flags = cases[i].features[0] != '\0';
+    check_renderings(&e, (const char *const[]){has_flags ? cases[i].features : "gemm bf16 -> bf16", "waves x", NULL});
+    if (!has_flags) assert_null(strstr(e.problem, "major"));
+    if (cases[i].a_m_major) { /* the Hopper kernels read A K-major only, and say so */
+      const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x256");
+      assert_non_null(v);
+      assert_int_equal(v->reason, OPS_REASON_FEATURE);
+      assert_non_null(strstr(v->message, "does not support: a_m_major"));
+    }
+    if (cases[i].h == h80) {
+      const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x256");
+      assert_non_null(v);
+      assert_int_equal(v->reason, OPS_REASON_SM_TOO_OLD);
+    }
+  }
+  ops_handle_destroy(h90);
+  ops_handle_destroy(h80);
+}
+
 /* For each op: explain's choice is what the profiler sees run, on the same arguments. */
 static const char *g_ran;
 static void remember(const ops_profile_record *r, void *user) {
@@ -192,6 +259,7 @@ static void virtual_handles_are_checked(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
+      cmocka_unit_test(gemm_explains_its_path_and_tile),
       cmocka_unit_test(explain_names_the_kernel_that_runs),
       cmocka_unit_test(explain_reads_descriptors_only),
       cmocka_unit_test(virtual_handles_are_checked),

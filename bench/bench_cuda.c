@@ -6,6 +6,18 @@
 
 __extension__ typedef _Float16 bench_half; /* gcc's IEEE half, for filling f16 buffers */
 
+int bench_open(const char *name, ops_handle *h, cudaStream_t *stream) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    printf("%s: no CUDA device; nothing to measure\n", name);
+    return 0;
+  }
+  CHECK_OPS(ops_handle_create(h, ops_device_cuda(0)));
+  CHECK_CUDA(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+  CHECK_OPS(ops_handle_set_stream(*h, *stream));
+  return 1;
+}
+
 void *bench_dev_fill(int32_t dtype, int64_t n, double lo, double hi, uint64_t seed) {
   const size_t es = ops_dtype_size((ops_dtype)dtype), bytes = (size_t)n * es;
   unsigned char *h = malloc(bytes ? bytes : 1);

@@ -31,6 +31,10 @@
     }                                                                                  \
   } while (0)
 
+/* The benchmark's CUDA handle on device 0 with its own non-blocking stream; 0 (after saying
+ * so, as `name`) when this host has no CUDA device, 1 otherwise. */
+int bench_open(const char *name, ops_handle *h, cudaStream_t *stream);
+
 /* A device buffer of n elements of dtype, filled with values in [lo, hi). */
 void *bench_dev_fill(int32_t dtype, int64_t n, double lo, double hi, uint64_t seed);
 void *bench_dev_alloc(size_t bytes);

@@ -228,14 +228,7 @@ static const gemm_case kCases[] = {
 };
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    printf("gemm_bench: no CUDA device; nothing to measure\n");
-    return 0;
-  }
-  CHECK_OPS(ops_handle_create(&g_h, ops_device_cuda(0)));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
-  CHECK_OPS(ops_handle_set_stream(g_h, g_stream));
+  if (!bench_open("gemm_bench", &g_h, &g_stream)) return 0;
   CHECK_BLAS(cublasCreate(&g_blas));
   CHECK_BLAS(cublasSetStream(g_blas, g_stream));
   CHECK_BLAS(cublasLtCreate(&g_lt));

@@ -316,14 +316,7 @@ static const flat_case kFlat[] = {
 };
 
 int main(int argc, char **argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    printf("memory_bench: no CUDA device; nothing to measure\n");
-    return 0;
-  }
-  CHECK_OPS(ops_handle_create(&g_h, ops_device_cuda(0)));
-  CHECK_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
-  CHECK_OPS(ops_handle_set_stream(g_h, g_stream));
+  if (!bench_open("memory_bench", &g_h, &g_stream)) return 0;
   opsb_register("copy/d2d_512MiB", bm_copy, NULL, 1);
   static char names[64][96];
   int k = 0;

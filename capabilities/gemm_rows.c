@@ -22,8 +22,10 @@
                                 "K blocks into the stage ring, each completing on the stage's full mbarrier"}, \
                 {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 232): 64 rows of the tile each, 4 wgmma "    \
                                  "m64n" #BN "k16 per K block from shared memory, one group in flight, f32 "    \
-                                 "accumulators; then the epilogue: a plain whole tile stored from registers, "  \
-                                 "else 64x32 chunks staged through shared memory, coalesced"}},                         \
+                                 "accumulators; then the epilogue of a whole tile in registers (16-bit D, "     \
+                                 "operands in column pairs, bias per column or row, activation none / relu / " \
+                                 "gelu / silu; a plain tile any D), else 64x32 chunks staged through shared "  \
+                                 "memory, coalesced"}},                                                         \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
                      "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage; " \
@@ -34,6 +36,25 @@
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
       .tiling = GEMM_TILING(128, BN, 1), .workspace_formula = "0", .launch = LAUNCH, .tests = OPSI_GPU_TESTS, \
+  }
+
+/* The cp.async pipelined kernels (gemm_pipelined.cuh): 4 stages of 64 bytes of K a row. */
+#define CP_ROW(ID, NAME, DTYPES, UNIT, TF32, MMA, EFF)                                                         \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 80, .sm_max = 90,    \
+      .dtypes = DTYPES, .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,       \
+      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
+      .dim_max = {[OPSI_GEMM_BATCH] = 65535, [OPSI_GEMM_N] = 65535LL * 128},                                  \
+      .roles = {{"mma warps", 8, "2 x 4 warps of 64 x 32 outputs: ldmatrix (.trans for an N-major B) + "    \
+                                 MMA ", f32 accumulators; every thread issues 16-byte cp.async copies of "    \
+                                 "the step 3 ahead, zero-filling tails"}},                                    \
+      .stages = 4,                                                                                           \
+      .smem_layout = "4 x (A 128 rows + B^T 128 rows of 64 bytes of K, padded to 80 bytes; an N-major B "    \
+                     "as K rows of 128 elements padded by 8), ldmatrix conflict-free",                       \
+      .smem_bytes = 81920, .threads = 256, .vector_bytes = 16, .deterministic = 1, .requires_tf32 = TF32,     \
+      .reduction_order = "per output: K steps of 64 bytes in order, mma k steps in order (f32)",              \
+      .unit = UNIT, .efficiency = EFF, .bytes_factor = 1.0f, .tiling = GEMM_TILING(128, 128, 2),              \
+      .workspace_formula = "0", .launch = opsi_gemm_cuda_pipelined, .tests = OPSI_GPU_TESTS,                   \
   }
 
 #define GEMV_ROW(ID, NAME, DIM1, FLAGS, ROLE, LAUNCH)                                                         \
@@ -106,5 +127,10 @@ const opsi_kernel_row opsi_gemm_rows[] = {
     GEMV_ROW(OPSI_KERNEL_CUDA_GEMV_M1, "cuda_gemv_m1", OPSI_GEMM_M, OPSI_F_A_M_MAJOR,
              "M == 1: a warp per column of B (K unit-stride), 16-byte loads 4 deep; A's row at any stride",
              opsi_gemm_cuda_gemv_m1),
+    CP_ROW(OPSI_KERNEL_CUDA_GEMM_MMA_CP, "cuda_gemm_mma_cp",
+           OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16), OPSI_UNIT_MMA_F16, 0,
+           "mma.sync m16n8k16", 0.55f),
+    CP_ROW(OPSI_KERNEL_CUDA_GEMM_TF32, "cuda_gemm_tf32", OPSI_DTYPE_BIT(OPS_DTYPE_F32), OPSI_UNIT_MMA_TF32, 1,
+           "mma.sync m16n8k8 tf32 (inputs rounded to tf32, cvt.rna)", 0.55f),
 };
 const size_t opsi_gemm_row_count = sizeof opsi_gemm_rows / sizeof opsi_gemm_rows[0];

@@ -13,6 +13,9 @@ ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args)
 ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args);
 /* Any SM >= 80, any strides: mma.sync (f16 / bf16) or strict f32 FMA. */
 ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args);
+/* Any SM >= 80, A K-major, A and B 16-byte aligned: mma.sync fed by a cp.async pipeline;
+ * f16 / bf16, or f32 through tf32. */
+ops_status opsi_gemm_cuda_pipelined(const opsi_launch *ctx, const void *args);
 /* Matrix-vector: N == 1 (A's rows) or M == 1 (B's columns), K unit-stride. */
 ops_status opsi_gemm_cuda_gemv_n1(const opsi_launch *ctx, const void *args);
 ops_status opsi_gemm_cuda_gemv_m1(const opsi_launch *ctx, const void *args);

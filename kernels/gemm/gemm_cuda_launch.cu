@@ -5,6 +5,7 @@
 
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_cuda.h"
+#include "kernels/gemm/gemm_pipelined.cuh"
 #include "kernels/gemm/gemm_sm90.cuh"
 #include "kernels/gemm/gemm_tiled.cuh"
 #include "kernels/gemm/gemv.cuh"
@@ -28,6 +29,17 @@ OPSI_GEMM_EXTERN(float)
 OPSI_GEMM_EXTERN(__half)
 OPSI_GEMM_EXTERN(__nv_bfloat16)
 #undef OPSI_GEMM_EXTERN
+
+#define OPSI_CP_EXTERN(T, B_MN)                                                                           \
+  extern template cudaError_t opsi::cpk::launch_gemm_cp<T, B_MN>(const opsi::gemm_geom &, cudaStream_t, int32_t *, \
+                                                                 int32_t *, int32_t *);
+OPSI_CP_EXTERN(__nv_bfloat16, false)
+OPSI_CP_EXTERN(__nv_bfloat16, true)
+OPSI_CP_EXTERN(__half, false)
+OPSI_CP_EXTERN(__half, true)
+OPSI_CP_EXTERN(float, false)
+OPSI_CP_EXTERN(float, true)
+#undef OPSI_CP_EXTERN
 
 #define OPSI_SM90_EXTERN(T, BN, B_MN)                                                                          \
   extern template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                       \
@@ -65,6 +77,18 @@ opsi::gemm_geom geom_of(const opsi_gemm_args *a) {
   return g;
 }
 
+/* Absent, or unit column stride with every pair of columns (2c, 2c + 1) aligned for one
+ * access: the Hopper kernel's register epilogue reads and writes it in pairs. */
+bool pair_view(const opsi::gemm_view &v, int64_t batch, int32_t dtype) {
+  if (v.p == nullptr) return true;
+  const size_t elem = ops_dtype_size((ops_dtype)dtype);
+  return v.sc == 1 && v.sr % 2 == 0 && (batch == 1 || v.sb % 2 == 0) && (uintptr_t)v.p % (2 * elem) == 0;
+}
+
+/* B is read N-major when its N axis, not its K axis, is the unit-stride one (with K == 1 both
+ * may be: a [1, N] row is then one N-major row, whatever its K stride). */
+bool b_n_major(const opsi::gemm_geom &g) { return g.b.sr != 1 && g.b.sc == 1; }
+
 ops_status cuda_status(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return OPS_OK;
   return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: %s", what, cudaGetErrorString(e));
@@ -94,6 +118,8 @@ ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t
   if (encode == nullptr) {
     return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: the driver has no cuTensorMapEncodeTiled", what);
   }
+  /* an axis of extent 1 is never stepped along: any stride TMA accepts (16-byte multiples) */
+  if (outer == 1) s_outer = (inner + 7) / 8 * 8;
   const cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)(s_batch != 0 ? batch : 1)};
   const cuuint64_t strides[2] = {(cuuint64_t)(s_outer * 2),
                                  (cuuint64_t)((s_batch != 0 ? s_batch : s_outer * outer) * 2)};
@@ -111,7 +137,7 @@ ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t
 
 template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {
   const opsi::gemm_geom g = geom_of(a);
-  const bool b_mn = !(a->b.strides[1] == 1 || a->k == 1); /* B's K axis is not unit-stride: N-major */
+  const bool b_mn = b_n_major(g);
   CUtensorMap ma, mb;
   GEMM_TRY(encode_map(&ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, opsi::sm90::BM, "a"));
   if (b_mn) {
@@ -124,21 +150,23 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   order.tiles_n = (int32_t)((g.n + BN - 1) / BN);
   order.tiles = g.batch * order.tiles_m * order.tiles_n;
   const int grid = (int)(order.tiles < ctx->sm_count ? order.tiles : ctx->sm_count);
-  const size_t elem = ops_dtype_size((ops_dtype)g.d_dtype);
-  const int d_pairs = g.d.sc == 1 && g.d.sr % 2 == 0 && (g.batch == 1 || g.d.sb % 2 == 0) &&
-                      (uintptr_t)g.d.p % (2 * elem) == 0;
+  const int pairs = (pair_view(g.d, g.batch, g.d_dtype) ? 1 : 0) |
+                    (pair_view(g.c, g.batch, g.d_dtype) && pair_view(g.res, g.batch, g.d_dtype) &&
+                             (g.bias.sc == 0 || pair_view(g.bias, g.batch, g.d_dtype))
+                         ? 2
+                         : 0);
   const int a_batched = g.batch > 1 && g.a.sb != 0, b_batched = g.batch > 1 && g.b.sb != 0;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
   if (a->a.dtype == OPS_DTYPE_BF16) {
-    e = b_mn ? opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, true>(ma, mb, g, order, a_batched, b_batched, d_pairs,
+    e = b_mn ? opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, true>(ma, mb, g, order, a_batched, b_batched, pairs,
                                                                      grid, stream)
              : opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, false>(ma, mb, g, order, a_batched, b_batched,
-                                                                      d_pairs, grid, stream);
+                                                                      pairs, grid, stream);
   } else {
-    e = b_mn ? opsi::sm90::launch_gemm_sm90<__half, BN, true>(ma, mb, g, order, a_batched, b_batched, d_pairs, grid,
+    e = b_mn ? opsi::sm90::launch_gemm_sm90<__half, BN, true>(ma, mb, g, order, a_batched, b_batched, pairs, grid,
                                                               stream)
-             : opsi::sm90::launch_gemm_sm90<__half, BN, false>(ma, mb, g, order, a_batched, b_batched, d_pairs,
+             : opsi::sm90::launch_gemm_sm90<__half, BN, false>(ma, mb, g, order, a_batched, b_batched, pairs,
                                                                grid, stream);
   }
   int32_t *gr = ctx->info->grid, *bl = ctx->info->block;
@@ -159,6 +187,26 @@ ops_status run_tiled(const opsi_launch *ctx, const opsi_gemm_args *a) {
   OPSI_DISPATCH_FLOAT(a->a.dtype, T,
                       e = opsi::launch_gemm_tiled<T>(g, mode_a, mode_b, (cudaStream_t)ctx->stream, ctx->info->grid,
                                                      ctx->info->block));
+  return cuda_status(e, "launch");
+}
+
+template <typename T>
+cudaError_t launch_cp(const opsi::gemm_geom &g, cudaStream_t stream, opsi_launch_info *info) {
+  return b_n_major(g) ? opsi::cpk::launch_gemm_cp<T, true>(g, stream, info->grid, info->block, &info->smem_bytes)
+                      : opsi::cpk::launch_gemm_cp<T, false>(g, stream, info->grid, info->block, &info->smem_bytes);
+}
+
+/* The cp.async pipelined kernels: mma.sync f16 / bf16, or tf32 for f32 (its row needs the
+ * handle's OPS_MATH_ALLOW_TF32). */
+ops_status run_pipelined(const opsi_launch *ctx, const opsi_gemm_args *a) {
+  const opsi::gemm_geom g = geom_of(a);
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  cudaError_t e;
+  switch (a->a.dtype) {
+    case OPS_DTYPE_BF16: e = launch_cp<__nv_bfloat16>(g, stream, ctx->info); break;
+    case OPS_DTYPE_F16: e = launch_cp<__half>(g, stream, ctx->info); break;
+    default: e = launch_cp<float>(g, stream, ctx->info); break;
+  }
   return cuda_status(e, "launch");
 }
 
@@ -201,4 +249,7 @@ extern "C" ops_status opsi_gemm_cuda_gemv_n1(const opsi_launch *ctx, const void 
 }
 extern "C" ops_status opsi_gemm_cuda_gemv_m1(const opsi_launch *ctx, const void *args) {
   return run_gemv(ctx, static_cast<const opsi_gemm_args *>(args), 0);
+}
+extern "C" ops_status opsi_gemm_cuda_pipelined(const opsi_launch *ctx, const void *args) {
+  return run_pipelined(ctx, static_cast<const opsi_gemm_args *>(args));
 }

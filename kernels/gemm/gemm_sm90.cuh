@@ -10,8 +10,10 @@
  *     accumulators in registers (BN / 2 a thread). One wgmma group stays in flight: a stage
  *     is handed back (its `empty` mbarrier, one arrival per consumer warp) once the group
  *     after it was issued and it has completed.
- *   The epilogue runs in the consumers' registers (gemm_gpu.cuh) while the producer already
- *   loads the next tile's first stages.
+ *   The epilogue runs in the consumers' registers while the producer already loads the next
+ *   tile's first stages: a whole tile with 16-bit D whose epilogue operands can be read in
+ *   column pairs is finished and stored straight from the accumulators (a plain one with any
+ *   D); any other tile goes through shared memory in chunks (epilogue_staged).
  * Tiles are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM.
  * K, M and N tails: TMA fills out-of-range elements with zeros; stores are bounded.
  */
@@ -113,6 +115,92 @@ __device__ __forceinline__ void store_plain(const gemm_geom &g, int64_t bt, int6
   }
 }
 
+/* Two neighbouring 16-bit elements as floats (p aligned to 4 bytes). */
+template <typename O> __device__ __forceinline__ float2 load2(const O *p);
+template <> __device__ __forceinline__ float2 load2<__half>(const __half *p) {
+  return __half22float2(*reinterpret_cast<const __half2 *>(p));
+}
+template <> __device__ __forceinline__ float2 load2<__nv_bfloat16>(const __nv_bfloat16 *p) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+}
+
+/* The activation of a 16-bit output. GELU (tanh) takes the
+ * hardware tanh.approx.f32 (relative error 2^-10.99, below the output's rounding for bf16
+ * and about it for f16) instead of tanhf's ~25 instructions: one MUFU op an element. */
+template <int ACT> __device__ __forceinline__ float act16(float x) {
+  if constexpr (ACT == OPS_ACT_GELU_TANH) {
+    const float u = 0.7978845608028654f * fmaf(0.044715f * x, x * x, x);
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    const float h = 0.5f * x;
+    return fmaf(h, t, h);
+  } else {
+    return act_f(ACT, x);
+  }
+}
+
+/* The epilogue of a whole tile in the consumer thread's registers (rows row0 and row0 + 8,
+ * columns col0 + 8 j + {0, 1}), 16-bit D: the fast path of a fused epilogue. Every operand
+ * is read in column pairs (unit column stride, pairs aligned: the launcher's `pairs` bit 1),
+ * or, for the bias only, as one value a row (column stride 0). Each pair of C / residual is
+ * read by the thread that then writes D there (C or residual may be D). */
+template <int BN, typename O, int ACT>
+__device__ __forceinline__ void epilogue_regs(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
+                                              const float (&acc)[BN / 2]) {
+  O *d = static_cast<O *>(const_cast<void *>(g.d.p)) + bt * g.d.sb + row0 * g.d.sr + col0;
+  const O *c = g.c.p ? static_cast<const O *>(g.c.p) + bt * g.c.sb + row0 * g.c.sr + col0 : nullptr;
+  const O *res = g.res.p ? static_cast<const O *>(g.res.p) + bt * g.res.sb + row0 * g.res.sr + col0 : nullptr;
+  const O *bias =
+      g.bias.p ? static_cast<const O *>(g.bias.p) + bt * g.bias.sb + row0 * g.bias.sr + col0 * g.bias.sc : nullptr;
+  const bool bias_cols = g.bias.sc != 0;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t r8 = r * 8;
+    const float brow = bias != nullptr && !bias_cols ? to_f(bias[r8 * g.bias.sr]) : 0.0f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      float v0 = g.alpha * acc[j * 4 + r * 2], v1 = g.alpha * acc[j * 4 + r * 2 + 1];
+      if (c != nullptr) {
+        const float2 cv = load2(c + r8 * g.c.sr + j * 8);
+        v0 = fmaf(g.beta, cv.x, v0), v1 = fmaf(g.beta, cv.y, v1);
+      }
+      if (bias != nullptr) {
+        if (bias_cols) {
+          const float2 bv = load2(bias + r8 * g.bias.sr + j * 8);
+          v0 += bv.x, v1 += bv.y;
+        } else {
+          v0 += brow, v1 += brow;
+        }
+      }
+      v0 = act16<ACT>(v0), v1 = act16<ACT>(v1);
+      if (res != nullptr) {
+        const float2 rv = load2(res + r8 * g.res.sr + j * 8);
+        v0 += rv.x, v1 += rv.y;
+      }
+      store2<O>(d + r8 * g.d.sr + j * 8, v0, v1);
+    }
+  }
+}
+
+/* The activations of transformer MLPs have a register epilogue each (the activation a
+ * constant in it); the others take the staged one. */
+__device__ __forceinline__ bool regs_act(int32_t act) {
+  return act == OPS_ACT_NONE || act == OPS_ACT_RELU || act == OPS_ACT_GELU_TANH || act == OPS_ACT_GELU_ERF ||
+         act == OPS_ACT_SILU;
+}
+
+template <int BN, typename O>
+__device__ __forceinline__ void epilogue_regs_act(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
+                                                  const float (&acc)[BN / 2]) {
+  switch (g.act) {
+    case OPS_ACT_RELU: epilogue_regs<BN, O, OPS_ACT_RELU>(g, bt, row0, col0, acc); break;
+    case OPS_ACT_GELU_TANH: epilogue_regs<BN, O, OPS_ACT_GELU_TANH>(g, bt, row0, col0, acc); break;
+    case OPS_ACT_GELU_ERF: epilogue_regs<BN, O, OPS_ACT_GELU_ERF>(g, bt, row0, col0, acc); break;
+    case OPS_ACT_SILU: epilogue_regs<BN, O, OPS_ACT_SILU>(g, bt, row0, col0, acc); break;
+    default: epilogue_regs<BN, O, OPS_ACT_NONE>(g, bt, row0, col0, acc); break;
+  }
+}
+
 /* The epilogue of a consumer warpgroup's 64 x BN tile at (row0, col0) for any call: chunks
  * of EPI_COLS columns go from the accumulator fragments to shared memory, then each thread
  * takes a pair of columns of every eighth row (a half warp covers a row segment: coalesced
@@ -146,13 +234,14 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
 }
 
 /* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
- * every bt: a broadcast operand). d_pairs: D's columns are unit-stride and every pair of
- * columns (2c, 2c + 1) is aligned for one store. */
+ * every bt: a broadcast operand). pairs, bit 0: D's columns are unit-stride and every pair of
+ * columns (2c, 2c + 1) is aligned for one store; bit 1: so are C's and the residual's (each
+ * when given) for one load, and the bias's, or the bias has column stride 0. */
 template <typename T, int BN, bool B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const gemm_geom g, const tile_order order, int32_t a_batched, int32_t b_batched,
-                     int32_t d_pairs) {
+                     int32_t pairs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = cfg<BN>;
   extern __shared__ uint8_t smem_raw[];
@@ -239,19 +328,23 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int64_t row0 = (int64_t)tm * BM + cw * 64 + (warp % 4) * 16 + lane / 4;
       const int64_t col0 = (int64_t)tn * BN + (lane % 4) * 2;
       const bool whole = (int64_t)(tm + 1) * BM <= g.m && (int64_t)(tn + 1) * BN <= g.n;
-      if (g.plain && whole && d_pairs) {
+      if (g.plain && whole && (pairs & 1)) {
         switch (g.d_dtype) {
           case OPS_DTYPE_BF16: store_plain<BN, __nv_bfloat16>(g, bt, row0, col0, acc); break;
           case OPS_DTYPE_F16: store_plain<BN, __half>(g, bt, row0, col0, acc); break;
           default: store_plain<BN, float>(g, bt, row0, col0, acc); break;
         }
+      } else if (whole && pairs == 3 && regs_act(g.act) && g.d_dtype == OPS_DTYPE_BF16) {
+        epilogue_regs_act<BN, __nv_bfloat16>(g, bt, row0, col0, acc);
+      } else if (whole && pairs == 3 && regs_act(g.act) && g.d_dtype == OPS_DTYPE_F16) {
+        epilogue_regs_act<BN, __half>(g, bt, row0, col0, acc);
       } else {
         epilogue_staged<BN>(g, bt, (int64_t)tm * BM + cw * 64, (int64_t)tn * BN, acc, epi + cw * 64 * EPI_PITCH, cw);
       }
     }
   }
 #else
-  (void)map_a, (void)map_b, (void)g, (void)order, (void)a_batched, (void)b_batched, (void)d_pairs;
+  (void)map_a, (void)map_b, (void)g, (void)order, (void)a_batched, (void)b_batched, (void)pairs;
   __trap();
 #endif
 }
@@ -259,13 +352,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 /* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs. */
 template <typename T, int BN, bool B_MN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const gemm_geom &g,
-                             const tile_order &order, int a_batched, int b_batched, int d_pairs, int grid,
+                             const tile_order &order, int a_batched, int b_batched, int pairs, int grid,
                              cudaStream_t stream) {
   const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
   const cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, THREADS, cfg<BN>::SMEM_BYTES, stream>>>(map_a, map_b, g, order, a_batched, b_batched, d_pairs);
+  kernel<<<grid, THREADS, cfg<BN>::SMEM_BYTES, stream>>>(map_a, map_b, g, order, a_batched, b_batched, pairs);
   return cudaGetLastError();
 }
 

@@ -113,25 +113,33 @@ static void gemm_explains_its_path_and_tile(void **state) {
   struct {
     int64_t m, n, k;
     int a_m_major, b_k_major;
+    int f32; /* 0: bf16; 1: f32, strict math; 2: f32, tf32 allowed */
     ops_handle h;
     const char *want, *features; /* features: the problem's bracket, "" for none */
   } cases[] = {
-      {4096, 4096, 4096, 0, 1, h90, "cuda_gemm_sm90_128x256", ""},
-      {4096, 4096, 4096, 0, 0, h90, "cuda_gemm_sm90_128x256", "[b_n_major]"},
-      {4096, 4096, 4096, 1, 1, h90, "cuda_gemm_mma", "[a_m_major]"},
-      {64, 14336, 4096, 0, 1, h90, "cuda_gemm_sm90_128x128", ""},
-      {14336, 1, 4096, 0, 0, h90, "cuda_gemv_n1", ""},
-      {1, 14336, 4096, 0, 1, h90, "cuda_gemv_m1", ""},
-      {4096, 4096, 4096, 0, 1, h80, "cuda_gemm_mma", ""},
+      {4096, 4096, 4096, 0, 1, 0, h90, "cuda_gemm_sm90_128x256", ""},
+      {4096, 4096, 4096, 0, 0, 0, h90, "cuda_gemm_sm90_128x256", "[b_n_major]"},
+      {4096, 4096, 4096, 1, 1, 0, h90, "cuda_gemm_mma", "[a_m_major]"},
+      {64, 14336, 4096, 0, 1, 0, h90, "cuda_gemm_sm90_128x128", ""},
+      {14336, 1, 4096, 0, 0, 0, h90, "cuda_gemv_n1", ""},
+      {1, 14336, 4096, 0, 1, 0, h90, "cuda_gemv_m1", ""},
+      {4096, 4096, 4096, 0, 1, 0, h80, "cuda_gemm_mma_cp", ""},
+      {4096, 4096, 4096, 0, 0, 0, h80, "cuda_gemm_mma_cp", "[b_n_major]"},
+      {4096, 4096, 4096, 1, 1, 0, h80, "cuda_gemm_mma", "[a_m_major]"},
+      {4096, 4096, 4096, 0, 1, 1, h90, "cuda_gemm_ffma", ""},
+      {4096, 4096, 4096, 0, 0, 2, h90, "cuda_gemm_tf32", "[b_n_major]"},
+      {4096, 4096, 4096, 0, 1, 2, h80, "cuda_gemm_tf32", ""},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     const int64_t m = cases[i].m, n = cases[i].n, k = cases[i].k;
     const int64_t as[2] = {m, k}, bs[2] = {k, n}, ds[2] = {m, n};
     const int64_t a_t[2] = {1, m}, b_t[2] = {1, k};
+    const ops_dtype dt = cases[i].f32 ? OPS_DTYPE_F32 : OPS_DTYPE_BF16;
     ops_tensor a, b, d;
-    OPST_OK(ops_tensor_init(&a, NULL, OPS_DTYPE_BF16, dev, 2, as, cases[i].a_m_major ? a_t : NULL));
-    OPST_OK(ops_tensor_init(&b, NULL, OPS_DTYPE_BF16, dev, 2, bs, cases[i].b_k_major ? b_t : NULL));
-    OPST_OK(ops_tensor_init(&d, NULL, OPS_DTYPE_BF16, dev, 2, ds, NULL));
+    OPST_OK(ops_tensor_init(&a, NULL, dt, dev, 2, as, cases[i].a_m_major ? a_t : NULL));
+    OPST_OK(ops_tensor_init(&b, NULL, dt, dev, 2, bs, cases[i].b_k_major ? b_t : NULL));
+    OPST_OK(ops_tensor_init(&d, NULL, dt, dev, 2, ds, NULL));
+    OPST_OK(ops_handle_set_math_mode(cases[i].h, cases[i].f32 == 2 ? OPS_MATH_ALLOW_TF32 : OPS_MATH_STRICT));
     OPST_OK(ops_gemm_explain(cases[i].h, NULL, &a, &b, &d, &e));
     if (strcmp(chosen_name(&e), cases[i].want) != 0) {
       char text[8192];
@@ -140,18 +148,32 @@ static void gemm_explains_its_path_and_tile(void **state) {
       fail();
     }
     const int has_flags = cases[i].features[0] != '\0';
-    check_renderings(&e, (const char *const[]){has_flags ? cases[i].features : "gemm bf16 -> bf16", "waves x", NULL});
+    check_renderings(&e, (const char *const[]){has_flags        ? cases[i].features
+                                                : cases[i].f32 ? "gemm f32 -> f32"
+                                                               : "gemm bf16 -> bf16",
+                                               "waves x", NULL});
     if (!has_flags) assert_null(strstr(e.problem, "major"));
-    if (cases[i].a_m_major) { /* the Hopper kernels read A K-major only, and say so */
+    if (cases[i].a_m_major && cases[i].h == h90) { /* the Hopper kernels read A K-major only, and say so */
       const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x256");
       assert_non_null(v);
       assert_int_equal(v->reason, OPS_REASON_FEATURE);
       assert_non_null(strstr(v->message, "does not support: a_m_major"));
     }
+    if (cases[i].a_m_major && cases[i].h == h80) { /* nor does the cp.async kernel */
+      const ops_verdict *v = verdict_of(&e, "cuda_gemm_mma_cp");
+      assert_non_null(v);
+      assert_int_equal(v->reason, OPS_REASON_FEATURE);
+    }
     if (cases[i].h == h80) {
       const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x256");
       assert_non_null(v);
       assert_int_equal(v->reason, OPS_REASON_SM_TOO_OLD);
+    }
+    if (cases[i].f32) { /* tf32 only when the handle allows it; the problem says so */
+      const ops_verdict *v = verdict_of(&e, "cuda_gemm_tf32");
+      assert_non_null(v);
+      assert_int_equal(v->reason, cases[i].f32 == 2 ? OPS_REASON_ELIGIBLE : OPS_REASON_MATH_MODE);
+      assert_true((strstr(e.problem, " tf32") != NULL) == (cases[i].f32 == 2));
     }
   }
   ops_handle_destroy(h90);

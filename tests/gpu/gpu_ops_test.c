@@ -101,8 +101,18 @@ static ops_tensor relocated(const opst_tensor *x, void *mem) {
   return d;
 }
 
-static double l2_tol(int32_t dt) { return dt == OPS_DTYPE_F32 ? 1e-5 : dt == OPS_DTYPE_F16 ? 1e-3 : 5e-3; }
-static double elem_tol(int32_t dt) { return dt == OPS_DTYPE_F32 ? 1e-5 : dt == OPS_DTYPE_F16 ? 2e-3 : 1.6e-2; }
+/* Set while the GPU handle allows tf32: f32 results are then held to tf32's precision (inputs
+ * rounded to 10-bit mantissas: ~5e-4 relative a product). */
+static int g_tf32;
+
+static double l2_tol(int32_t dt) {
+  if (dt == OPS_DTYPE_F32) return g_tf32 ? 2e-3 : 1e-5;
+  return dt == OPS_DTYPE_F16 ? 1e-3 : 5e-3;
+}
+static double elem_tol(int32_t dt) {
+  if (dt == OPS_DTYPE_F32) return g_tf32 ? 4e-3 : 1e-5;
+  return dt == OPS_DTYPE_F16 ? 2e-3 : 1.6e-2;
+}
 
 /* out vs ref: |o - r| <= tol (|r| + s) per element, s the element's scale or max |ref|,
  * and the relative L2 error; NaN only where the reference has NaN. */
@@ -1217,6 +1227,37 @@ static void gemm(void **state) {
   for (int i = 0; i < 16; ++i) gemv_case(i);
 }
 
+/* f32 GEMMs with the handle allowing tf32: the tf32 kernel runs (strict ones still may, and
+ * are held to the same bound). A row-major with 16-byte rows (K a multiple of 4, now and
+ * then not: the tf32 kernel must refuse, writing nothing), B K-major or N-major, K tails
+ * inside a step, every epilogue, batches. */
+static void gemm_tf32(void **state) {
+  (void)state;
+  opst_rng *r = &g_rng;
+  OPST_OK(ops_handle_set_math_mode(g_gpu, OPS_MATH_ALLOW_TF32));
+  g_tf32 = 1;
+  for (int iter = 0; iter < 16; ++iter) {
+    gemm_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.dt = OPS_DTYPE_F32;
+    sp.ddt = OPS_DTYPE_F32; /* f32 inputs give f32 outputs */
+    if (iter % 3 == 0) {
+      sp.m = 128 * opst_int(r, 1, 2) + opst_int(r, 0, 100), sp.n = 128 * opst_int(r, 1, 2) + opst_int(r, 0, 100);
+    } else {
+      sp.m = opst_int(r, 1, 200), sp.n = opst_int(r, 1, 300);
+    }
+    sp.k = 4 * opst_int(r, 1, 300) + (iter % 8 == 5 ? 1 : 0); /* K odd: rows not 16-byte multiples */
+    sp.batch = iter % 4 == 1 ? opst_int(r, 2, 3) : 0;
+    sp.bcast = sp.batch > 0 ? (int)opst_int(r, 0, 2) : 0;
+    sp.la = 0, sp.lb = iter % 2 == 0 ? 2 : 0, sp.ld = iter % 5 == 4 ? 1 : 0;
+    if (sp.lb == 0) sp.n = (sp.n + 3) / 4 * 4; /* an N-major B's rows: 16-byte multiples too */
+    sp.epi = iter % 2 == 1, sp.all = iter % 4 == 3;
+    gemm_run_spec(&sp, iter);
+  }
+  g_tf32 = 0;
+  OPST_OK(ops_handle_set_math_mode(g_gpu, OPS_MATH_STRICT));
+}
+
 /* More tiles than SMs: each persistent CTA of the Hopper kernels walks several tiles, the
  * stage ring carried across them. */
 static void gemm_many_tiles(void **state) {
@@ -1309,6 +1350,7 @@ int main(void) {
       cmocka_unit_test(elementwise_chains),
       cmocka_unit_test(gemm),
       cmocka_unit_test(gemm_many_tiles),
+      cmocka_unit_test(gemm_tf32),
       cmocka_unit_test(every_row_length_has_a_kernel),
       cmocka_unit_test(claimed_features_are_exercised),
   };

@@ -5,8 +5,12 @@
  *   <case>/cublas     cublasGemmEx, bf16 in, f32 compute (the default algorithm);
  *   <case>/cublaslt   cublasLtMatmul with the case's epilogue fused where cuBLASLt has one
  *                     (bias + GELU(tanh)), the heuristic's first algorithm;
+ *   <case>/cublaslt_then_gelu (epilogue cases) cublasLtMatmul with the bias fused, then GELU
+ *                     as a separate kernel (ops_unary in place): the unfused pipeline;
  * and reports TFLOPs (2 M N K per call) and, for opslib, pct_cublas against the faster of
- * the case's two cuBLAS benchmarks as reported (they run before it). GEMV cases report TBps over the minimal
+ * the case's cublas / cublaslt benchmarks as reported (they run before it), and
+ * pct_unfused against cublaslt_then_gelu. f32 cases ("tf32") run with tf32 allowed on
+ * both sides (CUBLAS_COMPUTE_32F_FAST_TF32; the handle's OPS_MATH_ALLOW_TF32). GEMV cases report TBps over the minimal
  * bytes and pct_copy against copy/d2d, measured first.
  * Layout names: "tn" = A row-major, B K-major (B^T row-major, as a Linear layer's weight);
  * "nn" = A and B row-major. Inputs are random in [-1, 1) (never zeros).
@@ -35,7 +39,7 @@ static double g_copy_tbps;
  * calls a benchmark several times (probe runs with few iterations, then the reported one):
  * the last call is the reported one, so "latest" is what the table shows (a running maximum
  * would keep a probe's outlier). */
-static double g_cublas_tflops[2];
+static double g_cublas_tflops[3]; /* cublasGemmEx, cublasLtMatmul, cublasLtMatmul then GELU */
 
 #define CHECK_BLAS(call)                                                       \
   do {                                                                         \
@@ -54,7 +58,12 @@ typedef struct gemm_case {
   int b_kmajor; /* 1: B^T row-major ("tn"); 0: B row-major ("nn") */
   int epi;
   const char *pin; /* NULL: the dispatcher's choice; else the kernel opslib runs */
+  int f32;         /* 1: f32 operands, tf32 allowed (cuBLAS: CUBLAS_COMPUTE_32F_FAST_TF32) */
 } gemm_case;
+
+/* What the cuBLASLt benchmark runs: the case's epilogue fused where cuBLASLt has it, or
+ * (LT_BIAS_THEN_GELU) the GEMM with only the bias fused, GELU then as a separate kernel. */
+enum { LT_FUSED = 0, LT_BIAS_THEN_GELU = 1 };
 
 typedef struct gemm_ctx {
   const gemm_case *gc;
@@ -66,47 +75,50 @@ typedef struct gemm_ctx {
   cublasLtMatmulHeuristicResult_t algo;
 } gemm_ctx;
 
-static void setup(gemm_ctx *c, const gemm_case *gc) {
+static void setup(gemm_ctx *c, const gemm_case *gc, int lt_mode) {
   memset(c, 0, sizeof *c);
   c->gc = gc;
   const int64_t m = gc->m, n = gc->n, k = gc->k;
-  c->a = bench_dev_fill(OPS_DTYPE_BF16, m * k, -1, 1, 11);
-  c->b = bench_dev_fill(OPS_DTYPE_BF16, k * n, -1, 1, 12);
-  c->d = bench_dev_alloc((size_t)(m * n) * 2);
-  c->bias = bench_dev_fill(OPS_DTYPE_BF16, n, -1, 1, 13);
+  const ops_dtype dt = gc->f32 ? OPS_DTYPE_F32 : OPS_DTYPE_BF16;
+  const cudaDataType_t cdt = gc->f32 ? CUDA_R_32F : CUDA_R_16BF;
+  c->a = bench_dev_fill(dt, m * k, -1, 1, 11);
+  c->b = bench_dev_fill(dt, k * n, -1, 1, 12);
+  c->d = bench_dev_alloc((size_t)(m * n) * ops_dtype_size(dt));
+  c->bias = bench_dev_fill(dt, n, -1, 1, 13);
   const ops_device dev = ops_device_cuda(0);
   const int64_t sa[2] = {m, k}, sb[2] = {k, n}, sd[2] = {m, n};
-  CHECK_OPS(ops_tensor_init(&c->ta, c->a, OPS_DTYPE_BF16, dev, 2, sa, NULL));
+  CHECK_OPS(ops_tensor_init(&c->ta, c->a, dt, dev, 2, sa, NULL));
   if (gc->b_kmajor) {
     const int64_t strides[2] = {1, k};
-    CHECK_OPS(ops_tensor_init(&c->tb, c->b, OPS_DTYPE_BF16, dev, 2, sb, strides));
+    CHECK_OPS(ops_tensor_init(&c->tb, c->b, dt, dev, 2, sb, strides));
   } else {
-    CHECK_OPS(ops_tensor_init(&c->tb, c->b, OPS_DTYPE_BF16, dev, 2, sb, NULL));
+    CHECK_OPS(ops_tensor_init(&c->tb, c->b, dt, dev, 2, sb, NULL));
   }
-  CHECK_OPS(ops_tensor_init(&c->td, c->d, OPS_DTYPE_BF16, dev, 2, sd, NULL));
-  CHECK_OPS(ops_tensor_init(&c->tbias, c->bias, OPS_DTYPE_BF16, dev, 1, &n, NULL));
+  CHECK_OPS(ops_tensor_init(&c->td, c->d, dt, dev, 2, sd, NULL));
+  CHECK_OPS(ops_tensor_init(&c->tbias, c->bias, dt, dev, 1, &n, NULL));
   ops_gemm_params_init(&c->p);
   if (gc->epi == EPI_BIAS_GELU) {
     c->p.bias = &c->tbias;
     c->p.activation = OPS_ACT_GELU_TANH;
   }
   /* cuBLASLt, column-major: D^T [N, M] = B^T [N, K] x A^T [K, M] */
-  CHECK_BLAS(cublasLtMatmulDescCreate(&c->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CHECK_BLAS(cublasLtMatmulDescCreate(&c->op, gc->f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                      CUDA_R_32F));
   const cublasOperation_t ta = gc->b_kmajor ? CUBLAS_OP_T : CUBLAS_OP_N, tn = CUBLAS_OP_N;
   CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_TRANSB, &tn, sizeof tn));
   if (gc->epi == EPI_BIAS_GELU) {
-    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_GELU_BIAS;
+    const cublasLtEpilogue_t e = lt_mode == LT_BIAS_THEN_GELU ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
     CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
     CHECK_BLAS(cublasLtMatmulDescSetAttribute(c->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias));
   }
   if (gc->b_kmajor) {
-    CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->la, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, k));
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->la, cdt, (uint64_t)k, (uint64_t)n, k));
   } else {
-    CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->la, CUDA_R_16BF, (uint64_t)n, (uint64_t)k, n));
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->la, cdt, (uint64_t)n, (uint64_t)k, n));
   }
-  CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, k));
-  CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->ld, CUDA_R_16BF, (uint64_t)n, (uint64_t)m, n));
+  CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->lb, cdt, (uint64_t)k, (uint64_t)m, k));
+  CHECK_BLAS(cublasLtMatrixLayoutCreate(&c->ld, cdt, (uint64_t)n, (uint64_t)m, n));
   cublasLtMatmulPreference_t pref;
   CHECK_BLAS(cublasLtMatmulPreferenceCreate(&pref));
   CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspace,
@@ -136,9 +148,10 @@ static void call_cublas(void *p) {
   const gemm_case *gc = c->gc;
   const float one = 1.0f, zero = 0.0f;
   const int m = (int)gc->m, n = (int)gc->n, k = (int)gc->k;
-  CHECK_BLAS(cublasGemmEx(g_blas, gc->b_kmajor ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, c->b,
-                          CUDA_R_16BF, gc->b_kmajor ? k : n, c->a, CUDA_R_16BF, k, &zero, c->d, CUDA_R_16BF, n,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  const cudaDataType_t cdt = gc->f32 ? CUDA_R_32F : CUDA_R_16BF;
+  CHECK_BLAS(cublasGemmEx(g_blas, gc->b_kmajor ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, c->b, cdt,
+                          gc->b_kmajor ? k : n, c->a, cdt, k, &zero, c->d, cdt, n,
+                          gc->f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 static void call_cublaslt(void *p) {
@@ -146,6 +159,17 @@ static void call_cublaslt(void *p) {
   const float one = 1.0f, zero = 0.0f;
   CHECK_BLAS(cublasLtMatmul(g_lt, c->op, &one, c->b, c->la, c->a, c->lb, &zero, c->d, c->ld, c->d, c->ld,
                             &c->algo.algo, g_lt_ws, kLtWorkspace, g_stream));
+}
+
+/* cuBLASLt's GEMM + bias, then GELU (tanh) in place as its own kernel (opslib's unary op):
+ * the unfused pipeline a framework without a fused epilogue runs. */
+static void call_cublaslt_then_gelu(void *p) {
+  gemm_ctx *c = p;
+  call_cublaslt(p);
+  ops_unary_params u;
+  ops_unary_params_init(&u);
+  u.fn = OPS_ACT_GELU_TANH;
+  CHECK_OPS(ops_unary(g_h, &u, &c->td, &c->td, NULL, 0));
 }
 
 static int is_gemv(const gemm_case *gc) { return gc->m == 1 || gc->n == 1; }
@@ -162,15 +186,16 @@ static void report(opsb_state *s, const gemm_case *gc, double per, int which) {
   }
   const double best = g_cublas_tflops[0] > g_cublas_tflops[1] ? g_cublas_tflops[0] : g_cublas_tflops[1];
   if (which == 0 && best > 0.0) opsb_counter(s, "pct_cublas", 100.0 * tflops / best, 0);
+  if (which == 0 && g_cublas_tflops[2] > 0.0) opsb_counter(s, "pct_unfused", 100.0 * tflops / g_cublas_tflops[2], 0);
   if (which != 0) g_cublas_tflops[which - 1] = tflops;
 }
 
 /* The cuBLAS benchmarks of a case run first (registration order) and set the bar. */
 static void bm_cublas(opsb_state *s, const void *arg) {
   const gemm_case *gc = arg;
-  g_cublas_tflops[0] = g_cublas_tflops[1] = 0.0;
+  g_cublas_tflops[0] = g_cublas_tflops[1] = g_cublas_tflops[2] = 0.0;
   gemm_ctx c;
-  setup(&c, gc);
+  setup(&c, gc, LT_FUSED);
   report(s, gc, bench_time(s, call_cublas, &c, g_stream), 1);
   opsb_label(s, "cublasGemmEx");
   teardown(&c);
@@ -179,16 +204,26 @@ static void bm_cublas(opsb_state *s, const void *arg) {
 static void bm_cublaslt(opsb_state *s, const void *arg) {
   const gemm_case *gc = arg;
   gemm_ctx c;
-  setup(&c, gc);
+  setup(&c, gc, LT_FUSED);
   report(s, gc, bench_time(s, call_cublaslt, &c, g_stream), 2);
   opsb_label(s, gc->epi == EPI_BIAS_GELU ? "cublasLtMatmul, GELU_BIAS epilogue fused" : "cublasLtMatmul");
+  teardown(&c);
+}
+
+static void bm_cublaslt_then_gelu(opsb_state *s, const void *arg) {
+  const gemm_case *gc = arg;
+  gemm_ctx c;
+  setup(&c, gc, LT_BIAS_THEN_GELU);
+  report(s, gc, bench_time(s, call_cublaslt_then_gelu, &c, g_stream), 3);
+  opsb_label(s, "cublasLtMatmul (BIAS epilogue) + ops_unary GELU(tanh) in place");
   teardown(&c);
 }
 
 static void bm_opslib(opsb_state *s, const void *arg) {
   const gemm_case *gc = arg;
   gemm_ctx c;
-  setup(&c, gc);
+  setup(&c, gc, LT_FUSED);
+  CHECK_OPS(ops_handle_set_math_mode(g_h, gc->f32 ? OPS_MATH_ALLOW_TF32 : OPS_MATH_STRICT));
   CHECK_OPS(ops_handle_pin_kernel(g_h, gc->pin));
   ops_explain e;
   e.struct_size = sizeof e;
@@ -196,6 +231,7 @@ static void bm_opslib(opsb_state *s, const void *arg) {
   report(s, gc, bench_time(s, call_opslib, &c, g_stream), 0);
   opsb_label(s, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "none");
   CHECK_OPS(ops_handle_pin_kernel(g_h, NULL));
+  CHECK_OPS(ops_handle_set_math_mode(g_h, OPS_MATH_STRICT));
   teardown(&c);
 }
 
@@ -210,21 +246,26 @@ static void bm_copy(opsb_state *s, const void *arg) {
 }
 
 static const gemm_case kCases[] = {
-    {"tn/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, NULL},
-    {"nn/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, NULL},
-    {"tn/8192x8192x8192", 8192, 8192, 8192, 1, EPI_NONE, NULL},
-    {"nn/8192x8192x8192", 8192, 8192, 8192, 0, EPI_NONE, NULL},
-    {"tn/16384x4096x4096", 16384, 4096, 4096, 1, EPI_NONE, NULL},
-    {"tn/4096x14336x4096", 4096, 14336, 4096, 1, EPI_NONE, NULL},
-    {"tn_bias_gelu/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU, NULL},
-    {"tn/4096x4096x4000", 4096, 4096, 4000, 1, EPI_NONE, NULL},
-    {"tn/64x14336x4096", 64, 14336, 4096, 1, EPI_NONE, NULL},
-    {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE, NULL},
-    {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE, NULL},
-    {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE, NULL},
+    {"tn/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, NULL, 0},
+    {"nn/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, NULL, 0},
+    {"tn/8192x8192x8192", 8192, 8192, 8192, 1, EPI_NONE, NULL, 0},
+    {"nn/8192x8192x8192", 8192, 8192, 8192, 0, EPI_NONE, NULL, 0},
+    {"tn/16384x4096x4096", 16384, 4096, 4096, 1, EPI_NONE, NULL, 0},
+    {"tn/4096x14336x4096", 4096, 14336, 4096, 1, EPI_NONE, NULL, 0},
+    {"tn_bias_gelu/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU, NULL, 0},
+    {"tn/4096x4096x4000", 4096, 4096, 4000, 1, EPI_NONE, NULL, 0},
+    {"tn/64x14336x4096", 64, 14336, 4096, 1, EPI_NONE, NULL, 0},
+    {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE, NULL, 0},
+    {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE, NULL, 0},
+    {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE, NULL, 0},
     /* the portable kernels, pinned: what A100-class GPUs and refused layouts get */
-    {"tn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_mma"},
-    {"nn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma"},
+    {"tn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_mma", 0},
+    {"nn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma", 0},
+    {"tn_pinned_mma_cp/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_mma_cp", 0},
+    {"nn_pinned_mma_cp/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma_cp", 0},
+    /* f32 with tf32 allowed */
+    {"tn_tf32/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, NULL, 1},
+    {"nn_tf32/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, NULL, 1},
 };
 
 int main(int argc, char **argv) {
@@ -234,13 +275,17 @@ int main(int argc, char **argv) {
   CHECK_BLAS(cublasLtCreate(&g_lt));
   g_lt_ws = bench_dev_alloc(kLtWorkspace);
   opsb_register("copy/d2d_512MiB", bm_copy, NULL, 1);
-  static char names[3 * sizeof kCases / sizeof kCases[0]][96];
+  static char names[4 * sizeof kCases / sizeof kCases[0]][96];
   int k = 0;
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
     snprintf(names[k], sizeof names[k], "gemm/%s/cublas", kCases[i].name);
     opsb_register(names[k++], bm_cublas, &kCases[i], 1);
     snprintf(names[k], sizeof names[k], "gemm/%s/cublaslt", kCases[i].name);
     opsb_register(names[k++], bm_cublaslt, &kCases[i], 1);
+    if (kCases[i].epi != EPI_NONE) {
+      snprintf(names[k], sizeof names[k], "gemm/%s/cublaslt_then_gelu", kCases[i].name);
+      opsb_register(names[k++], bm_cublaslt_then_gelu, &kCases[i], 1);
+    }
     snprintf(names[k], sizeof names[k], "gemm/%s/opslib", kCases[i].name);
     opsb_register(names[k++], bm_opslib, &kCases[i], 1);
   }

@@ -142,34 +142,49 @@ template <int ACT> __device__ __forceinline__ float act16(float x) {
 /* The epilogue of a whole tile in the consumer thread's registers (rows row0 and row0 + 8,
  * columns col0 + 8 j + {0, 1}), 16-bit D: the fast path of a fused epilogue. Every operand
  * is read in column pairs (unit column stride, pairs aligned: the launcher's `pairs` bit 1),
- * or, for the bias only, as one value a row (column stride 0). Each pair of C / residual is
- * read by the thread that then writes D there (C or residual may be D). */
+ * or, for the bias only, as one value a row (column stride 0). A bias vector along the
+ * columns (row stride 0, as nn.Linear's) is first staged as f32 in the warpgroup's shared
+ * memory `vec` (BN floats, named barrier 1 + cw): with the accumulators holding 128 of the
+ * 168 registers, too few global loads stay in flight to hide their latency (ncu: 39% of
+ * the stalls on L1TEX scoreboards when each thread loaded its bias pairs). Each pair of
+ * C / residual is read by the thread that then writes D there (C or residual may be D). */
 template <int BN, typename O, int ACT>
 __device__ __forceinline__ void epilogue_regs(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
-                                              const float (&acc)[BN / 2]) {
+                                              const float (&acc)[BN / 2], float *vec, int cw) {
   O *d = static_cast<O *>(const_cast<void *>(g.d.p)) + bt * g.d.sb + row0 * g.d.sr + col0;
   const O *c = g.c.p ? static_cast<const O *>(g.c.p) + bt * g.c.sb + row0 * g.c.sr + col0 : nullptr;
   const O *res = g.res.p ? static_cast<const O *>(g.res.p) + bt * g.res.sb + row0 * g.res.sr + col0 : nullptr;
   const O *bias =
       g.bias.p ? static_cast<const O *>(g.bias.p) + bt * g.bias.sb + row0 * g.bias.sr + col0 * g.bias.sc : nullptr;
-  const bool bias_cols = g.bias.sc != 0;
+  const bool bias_cols = g.bias.sc != 0, bias_vec = bias != nullptr && bias_cols && g.bias.sr == 0;
+  const int lc = (threadIdx.x % 4) * 2; /* col0 - the tile's first column */
+  if (bias_vec) {
+    const O *first = bias - lc;
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory"); /* the last tile's reads are done */
+    for (int i = threadIdx.x % 128; i < BN; i += 128) vec[i] = to_f(first[i]);
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
+  }
+  float brow[2] = {0.0f, 0.0f};
+  if (bias != nullptr && !bias_cols) brow[0] = to_f(bias[0]), brow[1] = to_f(bias[8 * g.bias.sr]);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t r8 = r * 8;
-    const float brow = bias != nullptr && !bias_cols ? to_f(bias[r8 * g.bias.sr]) : 0.0f;
+  for (int j = 0; j < BN / 8; ++j) {
+    const float2 bvec = bias_vec ? *reinterpret_cast<const float2 *>(&vec[j * 8 + lc]) : make_float2(0.0f, 0.0f);
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
+    for (int r = 0; r < 2; ++r) {
+      const int64_t r8 = r * 8;
       float v0 = g.alpha * acc[j * 4 + r * 2], v1 = g.alpha * acc[j * 4 + r * 2 + 1];
       if (c != nullptr) {
         const float2 cv = load2(c + r8 * g.c.sr + j * 8);
         v0 = fmaf(g.beta, cv.x, v0), v1 = fmaf(g.beta, cv.y, v1);
       }
-      if (bias != nullptr) {
+      if (bias_vec) {
+        v0 += bvec.x, v1 += bvec.y;
+      } else if (bias != nullptr) {
         if (bias_cols) {
           const float2 bv = load2(bias + r8 * g.bias.sr + j * 8);
           v0 += bv.x, v1 += bv.y;
         } else {
-          v0 += brow, v1 += brow;
+          v0 += brow[r], v1 += brow[r];
         }
       }
       v0 = act16<ACT>(v0), v1 = act16<ACT>(v1);
@@ -191,13 +206,13 @@ __device__ __forceinline__ bool regs_act(int32_t act) {
 
 template <int BN, typename O>
 __device__ __forceinline__ void epilogue_regs_act(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
-                                                  const float (&acc)[BN / 2]) {
+                                                  const float (&acc)[BN / 2], float *vec, int cw) {
   switch (g.act) {
-    case OPS_ACT_RELU: epilogue_regs<BN, O, OPS_ACT_RELU>(g, bt, row0, col0, acc); break;
-    case OPS_ACT_GELU_TANH: epilogue_regs<BN, O, OPS_ACT_GELU_TANH>(g, bt, row0, col0, acc); break;
-    case OPS_ACT_GELU_ERF: epilogue_regs<BN, O, OPS_ACT_GELU_ERF>(g, bt, row0, col0, acc); break;
-    case OPS_ACT_SILU: epilogue_regs<BN, O, OPS_ACT_SILU>(g, bt, row0, col0, acc); break;
-    default: epilogue_regs<BN, O, OPS_ACT_NONE>(g, bt, row0, col0, acc); break;
+    case OPS_ACT_RELU: epilogue_regs<BN, O, OPS_ACT_RELU>(g, bt, row0, col0, acc, vec, cw); break;
+    case OPS_ACT_GELU_TANH: epilogue_regs<BN, O, OPS_ACT_GELU_TANH>(g, bt, row0, col0, acc, vec, cw); break;
+    case OPS_ACT_GELU_ERF: epilogue_regs<BN, O, OPS_ACT_GELU_ERF>(g, bt, row0, col0, acc, vec, cw); break;
+    case OPS_ACT_SILU: epilogue_regs<BN, O, OPS_ACT_SILU>(g, bt, row0, col0, acc, vec, cw); break;
+    default: epilogue_regs<BN, O, OPS_ACT_NONE>(g, bt, row0, col0, acc, vec, cw); break;
   }
 }
 
@@ -335,9 +350,9 @@ __global__ void __launch_bounds__(THREADS, 1)
           default: store_plain<BN, float>(g, bt, row0, col0, acc); break;
         }
       } else if (whole && pairs == 3 && regs_act(g.act) && g.d_dtype == OPS_DTYPE_BF16) {
-        epilogue_regs_act<BN, __nv_bfloat16>(g, bt, row0, col0, acc);
+        epilogue_regs_act<BN, __nv_bfloat16>(g, bt, row0, col0, acc, epi + cw * 64 * EPI_PITCH, cw);
       } else if (whole && pairs == 3 && regs_act(g.act) && g.d_dtype == OPS_DTYPE_F16) {
-        epilogue_regs_act<BN, __half>(g, bt, row0, col0, acc);
+        epilogue_regs_act<BN, __half>(g, bt, row0, col0, acc, epi + cw * 64 * EPI_PITCH, cw);
       } else {
         epilogue_staged<BN>(g, bt, (int64_t)tm * BM + cw * 64, (int64_t)tn * BN, acc, epi + cw * 64 * EPI_PITCH, cw);
       }

@@ -258,12 +258,8 @@ static const gemm_case kCases[] = {
     {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE, NULL, 0},
     {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE, NULL, 0},
     {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE, NULL, 0},
-    /* the Hopper tile shapes / schedules pinned */
+    /* the other Hopper tile shape, pinned */
     {"tn_pinned_128x128/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_sm90_128x128", 0},
-    {"tn_pinned_pp/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_sm90_pp_128x128", 0},
-    {"nn_pinned_pp/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_sm90_pp_128x128", 0},
-    {"tn_pinned_pp/8192x8192x8192", 8192, 8192, 8192, 1, EPI_NONE, "cuda_gemm_sm90_pp_128x128", 0},
-    {"tn_bias_gelu_pinned_pp/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU, "cuda_gemm_sm90_pp_128x128", 0},
     /* the portable kernels, pinned: what A100-class GPUs and refused layouts get */
     {"tn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_mma", 0},
     {"nn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma", 0},

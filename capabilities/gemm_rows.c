@@ -19,11 +19,6 @@
 #define SM90_COOP_TEXT(BN)                                                                                    \
   "warpgroups 1 and 2 (setmaxnreg 232), cooperative: 64 rows of every tile each, 4 wgmma m64n" #BN "k16 "   \
   "per K block from shared memory, one group in flight, f32 accumulators" SM90_EPILOGUE_TEXT
-#define SM90_PP_TEXT                                                                                          \
-  "warpgroups 1 and 2 (setmaxnreg 232), ping-pong: whole 128x128 tiles in turn (the n-th of the CTA to "    \
-  "warpgroup n % 2; 'turn' mbarriers order the mainloops), 8 wgmma m64n128k16 per K block (two m64 "       \
-  "halves), one group in flight; one warpgroup's epilogue overlaps the other's mainloop" SM90_EPILOGUE_TEXT
-
 #define SM90_ROW(ID, NAME, BN, STAGES, CONSUMERS, EFF, LAUNCH)                                                \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
@@ -36,9 +31,9 @@
                 {"consumers", 8, CONSUMERS}},                                                                \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
-                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage, " \
-                     "2 turn mbarriers; 2 x 64x32 f32 (rows padded to 40) staging the general epilogue",    \
-      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + STAGES * 16 + 16 + 2 * 64 * 40 * 4, .threads = 384, \
+                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage; " \
+                     "2 x 64x32 f32 (rows padded to 40) staging the general epilogue (and a column bias)",  \
+      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + STAGES * 16 + 2 * 64 * 40 * 4, .threads = 384,     \
       .vector_bytes = 16,                                                                                    \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
@@ -140,7 +135,5 @@ const opsi_kernel_row opsi_gemm_rows[] = {
            "mma.sync m16n8k16", 0.55f),
     CP_ROW(OPSI_KERNEL_CUDA_GEMM_TF32, "cuda_gemm_tf32", OPSI_DTYPE_BIT(OPS_DTYPE_F32), OPSI_UNIT_MMA_TF32, 1,
            "mma.sync m16n8k8 tf32 (inputs rounded to tf32, cvt.rna)", 0.55f),
-    SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_PP_128X128, "cuda_gemm_sm90_pp_128x128", 128, 6, SM90_PP_TEXT, 0.70f,
-             opsi_gemm_cuda_sm90_pp_128x128),
 };
 const size_t opsi_gemm_row_count = sizeof opsi_gemm_rows / sizeof opsi_gemm_rows[0];

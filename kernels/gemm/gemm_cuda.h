@@ -11,8 +11,6 @@ extern "C" {
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major. */
 ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args);
 ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args);
-/* The same, 128x128 tiles taken whole by the two consumer warpgroups in turn (ping-pong). */
-ops_status opsi_gemm_cuda_sm90_pp_128x128(const opsi_launch *ctx, const void *args);
 /* Any SM >= 80, any strides: mma.sync (f16 / bf16) or strict f32 FMA. */
 ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args);
 /* Any SM >= 80, A K-major, A and B 16-byte aligned: mma.sync fed by a cp.async pipeline;

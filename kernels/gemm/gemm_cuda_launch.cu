@@ -41,22 +41,18 @@ OPSI_CP_EXTERN(float, false)
 OPSI_CP_EXTERN(float, true)
 #undef OPSI_CP_EXTERN
 
-#define OPSI_SM90_EXTERN(T, BN, B_MN, PP)                                                                      \
-  extern template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN, PP>(                                   \
+#define OPSI_SM90_EXTERN(T, BN, B_MN)                                                                          \
+  extern template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                       \
       const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &, const opsi::tile_order &, int, int, \
       int, int, cudaStream_t);
-OPSI_SM90_EXTERN(__nv_bfloat16, 256, false, false)
-OPSI_SM90_EXTERN(__nv_bfloat16, 256, true, false)
-OPSI_SM90_EXTERN(__nv_bfloat16, 128, false, false)
-OPSI_SM90_EXTERN(__nv_bfloat16, 128, true, false)
-OPSI_SM90_EXTERN(__nv_bfloat16, 128, false, true)
-OPSI_SM90_EXTERN(__nv_bfloat16, 128, true, true)
-OPSI_SM90_EXTERN(__half, 256, false, false)
-OPSI_SM90_EXTERN(__half, 256, true, false)
-OPSI_SM90_EXTERN(__half, 128, false, false)
-OPSI_SM90_EXTERN(__half, 128, true, false)
-OPSI_SM90_EXTERN(__half, 128, false, true)
-OPSI_SM90_EXTERN(__half, 128, true, true)
+OPSI_SM90_EXTERN(__nv_bfloat16, 256, false)
+OPSI_SM90_EXTERN(__nv_bfloat16, 256, true)
+OPSI_SM90_EXTERN(__nv_bfloat16, 128, false)
+OPSI_SM90_EXTERN(__nv_bfloat16, 128, true)
+OPSI_SM90_EXTERN(__half, 256, false)
+OPSI_SM90_EXTERN(__half, 256, true)
+OPSI_SM90_EXTERN(__half, 128, false)
+OPSI_SM90_EXTERN(__half, 128, true)
 #undef OPSI_SM90_EXTERN
 
 namespace {
@@ -139,7 +135,7 @@ ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t
   return OPS_OK;
 }
 
-template <int BN, bool PP> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {
+template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {
   const opsi::gemm_geom g = geom_of(a);
   const bool b_mn = b_n_major(g);
   CUtensorMap ma, mb;
@@ -163,14 +159,14 @@ template <int BN, bool PP> ops_status run_sm90(const opsi_launch *ctx, const ops
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
   if (a->a.dtype == OPS_DTYPE_BF16) {
-    e = b_mn ? opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, true, PP>(ma, mb, g, order, a_batched, b_batched, pairs,
+    e = b_mn ? opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, true>(ma, mb, g, order, a_batched, b_batched, pairs,
                                                                      grid, stream)
-             : opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, false, PP>(ma, mb, g, order, a_batched, b_batched,
+             : opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, false>(ma, mb, g, order, a_batched, b_batched,
                                                                       pairs, grid, stream);
   } else {
-    e = b_mn ? opsi::sm90::launch_gemm_sm90<__half, BN, true, PP>(ma, mb, g, order, a_batched, b_batched, pairs, grid,
+    e = b_mn ? opsi::sm90::launch_gemm_sm90<__half, BN, true>(ma, mb, g, order, a_batched, b_batched, pairs, grid,
                                                               stream)
-             : opsi::sm90::launch_gemm_sm90<__half, BN, false, PP>(ma, mb, g, order, a_batched, b_batched, pairs,
+             : opsi::sm90::launch_gemm_sm90<__half, BN, false>(ma, mb, g, order, a_batched, b_batched, pairs,
                                                                grid, stream);
   }
   int32_t *gr = ctx->info->grid, *bl = ctx->info->block;
@@ -240,13 +236,10 @@ ops_status run_gemv(const opsi_launch *ctx, const opsi_gemm_args *a, int by_rows
 }  // namespace
 
 extern "C" ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args) {
-  return run_sm90<256, false>(ctx, static_cast<const opsi_gemm_args *>(args));
+  return run_sm90<256>(ctx, static_cast<const opsi_gemm_args *>(args));
 }
 extern "C" ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args) {
-  return run_sm90<128, false>(ctx, static_cast<const opsi_gemm_args *>(args));
-}
-extern "C" ops_status opsi_gemm_cuda_sm90_pp_128x128(const opsi_launch *ctx, const void *args) {
-  return run_sm90<128, true>(ctx, static_cast<const opsi_gemm_args *>(args));
+  return run_sm90<128>(ctx, static_cast<const opsi_gemm_args *>(args));
 }
 extern "C" ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args) {
   return run_tiled(ctx, static_cast<const opsi_gemm_args *>(args));

@@ -39,7 +39,7 @@ template <int BN> struct cfg {
   static constexpr int A_BYTES = BM * BK * 2;
   static constexpr int B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16; /* full and empty a stage; 2 turns */
+  static constexpr int BARRIER_BYTES = 2 * STAGES * 8; /* full and empty mbarrier a stage */
   /* the general epilogue's staging: per consumer warpgroup, 64 rows x EPI_COLS f32 */
   static constexpr int EPI_BYTES = 2 * 64 * EPI_PITCH * 4;
   /* stages, barriers, epilogue staging; plus slack to align the stages to the swizzle atom */
@@ -276,26 +276,19 @@ __device__ __forceinline__ void epilogue_half(const gemm_geom &g, int64_t bt, in
  * every bt: a broadcast operand). pairs, bit 0: D's columns are unit-stride and every pair of
  * columns (2c, 2c + 1) is aligned for one store; bit 1: so are C's and the residual's (each
  * when given) for one load, and the bias's, or the bias has column stride 0.
- *
- * PP (ping-pong, BN 128): each consumer warpgroup takes whole tiles, alternately (the CTA's
- * n-th tile goes to warpgroup n % 2), as two m64 halves: one warpgroup's epilogue runs while
- * the other's mainloop keeps the tensor cores busy. The mainloops take turns through the
- * `turn` mbarriers (turn[w] completes when the other warpgroup has waited on its last K
- * block), which also keeps each consumer within one phase of the stage ring's barriers. Else
- * (cooperative) both warpgroups share every tile, 64 rows each. */
-template <typename T, int BN, bool B_MN, bool PP>
+ */
+template <typename T, int BN, bool B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const gemm_geom g, const tile_order order, int32_t a_batched, int32_t b_batched,
                      int32_t pairs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(!PP || BN == 128, "ping-pong tiles are 128 x 128 (128 accumulators a thread)");
   using C = cfg<BN>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>(
       (reinterpret_cast<uintptr_t>(smem_raw) + SWIZZLE_BYTES - 1) & ~uintptr_t(SWIZZLE_BYTES - 1));
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::STAGES * C::STAGE_BYTES);
-  uint64_t *empty = full + C::STAGES, *turn = empty + C::STAGES;
+  uint64_t *empty = full + C::STAGES;
   float *epi = reinterpret_cast<float *>(smem + C::STAGES * C::STAGE_BYTES + C::BARRIER_BYTES);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
   const int kblocks = (int)((g.k + BK - 1) / BK);
@@ -303,10 +296,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], PP ? 4 : 8); /* one arrival per warp of the stage's consumers */
+      mbar_init(&empty[s], 8); /* one arrival per consumer warp */
     }
-    mbar_init(&turn[0], 4);
-    mbar_init(&turn[1], 4);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -337,50 +328,6 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (++stage == C::STAGES) stage = 0, phase ^= 1;
         }
       }
-    }
-  } else if constexpr (PP) {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int cw = wg - 1;
-    float *buf = epi + cw * 64 * EPI_PITCH;
-    float acc0[BN / 2], acc1[BN / 2]; /* rows 0..63 and 64..127 of the tile */
-    int64_t mine = 0;                 /* this warpgroup's tiles so far */
-    for (int64_t t = blockIdx.x + (int64_t)cw * gridDim.x; t < order.tiles; t += 2 * (int64_t)gridDim.x, ++mine) {
-      int64_t bt;
-      int32_t tm, tn;
-      order.decode(t, &bt, &tm, &tn);
-      const int64_t seq = 2 * mine + cw; /* the tile's place among the CTA's tiles */
-      if (seq > 0) mbar_wait(&turn[cw], (uint32_t)((cw == 0 ? mine - 1 : mine) & 1));
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc0[i] = 0.0f, acc1[i] = 0.0f;
-      int64_t it = seq * kblocks; /* position in the stage ring's sequence of K blocks */
-      int prev = -1;
-      for (int kb = 0; kb < kblocks; ++kb, ++it) {
-        const int stage = (int)(it % C::STAGES);
-        mbar_wait(&full[stage], (uint32_t)((it / C::STAGES) & 1));
-        const uint32_t sa = smem_addr(smem + stage * C::STAGE_BYTES);
-        const uint32_t sb = smem_addr(smem + stage * C::STAGE_BYTES + C::A_BYTES);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-          const uint64_t db = B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
-          const uint32_t acc_on = (kb > 0 || kk > 0) ? 1u : 0u;
-          wgmma<T, BN, B_MN>::mma(acc0, smem_desc(sa + kk * 32, 16, 1024), db, acc_on);
-          wgmma<T, BN, B_MN>::mma(acc1, smem_desc(sa + 64 * BK * 2 + kk * 32, 16, 1024), db, acc_on);
-        }
-        wgmma_commit();
-        if (prev >= 0) {
-          wgmma_wait<1>();
-          if (lane == 0) mbar_arrive(&empty[prev]);
-        }
-        prev = stage;
-      }
-      if (lane == 0) mbar_arrive(&turn[1 - cw]); /* the other warpgroup's mainloop may start */
-      wgmma_wait<0>();
-      fence_regs(acc0);
-      fence_regs(acc1);
-      if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
-      epilogue_half<BN>(g, bt, (int64_t)tm * BM, (int64_t)tn * BN, acc0, pairs, buf, cw);
-      epilogue_half<BN>(g, bt, (int64_t)tm * BM + 64, (int64_t)tn * BN, acc1, pairs, buf, cw);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -428,11 +375,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs. */
-template <typename T, int BN, bool B_MN, bool PP>
+template <typename T, int BN, bool B_MN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const gemm_geom &g,
                              const tile_order &order, int a_batched, int b_batched, int pairs, int grid,
                              cudaStream_t stream) {
-  const auto kernel = gemm_sm90_kernel<T, BN, B_MN, PP>;
+  const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
   const cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
@@ -443,8 +390,8 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 }  // namespace sm90
 }  // namespace opsi
 
-#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN, PP)                                                        \
-  template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN, PP>(                                          \
+#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN)                                                            \
+  template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
       const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &, const opsi::tile_order &, int, int, \
       int, int, cudaStream_t);
 

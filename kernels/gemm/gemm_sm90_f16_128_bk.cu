@@ -1,4 +1,4 @@
 /* One Hopper GEMM instantiation a file (they compile in parallel): f16, 128x128 tiles, B K-major. */
 #include "kernels/gemm/gemm_sm90.cuh"
 
-OPSI_GEMM_SM90_INSTANTIATE(__half, 128, false, false)
+OPSI_GEMM_SM90_INSTANTIATE(__half, 128, false)

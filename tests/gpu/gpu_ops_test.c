@@ -1192,11 +1192,22 @@ static void gemm_case(int iter) {
   /* two cases in three are what the Hopper kernels take (A row-major with 16-byte rows, B
    * K-major or row-major, D row-major), the third any layout */
   const int fast = iter % 3 != 2;
+  sp.epi = iter % 2 == 1, sp.all = iter % 4 == 3;
+  if (fast && sp.all && iter % 8 == 3 && sp.dt == OPS_DTYPE_F32) {
+    /* some whole epilogues (C, bias, residual) on every 16-bit kernel, whatever the draw */
+    sp.dt = sp.ddt = iter % 16 == 3 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
+  }
+  if (!fast && iter % 9 == 8) { /* f32 at random strides: the FFMA kernel's strided reads */
+    sp.dt = sp.ddt = OPS_DTYPE_F32;
+    if (sp.k > 2048) sp.k = 2048 - (sp.k % 7);
+  }
   if (fast && sp.dt != OPS_DTYPE_F32) sp.k = (sp.k + 7) / 8 * 8;
   sp.la = fast ? 0 : (int)opst_int(r, 0, 3);
   sp.lb = fast ? (iter % 2 == 0 ? 2 : 0) : (int)opst_int(r, 0, 3);
   sp.ld = fast ? 0 : (int)opst_int(r, 0, 3);
-  sp.epi = iter % 2 == 1, sp.all = iter % 4 == 3;
+  if (!fast && iter % 9 == 8) sp.la = 3;
+  /* an N-major B's rows are 16-byte multiples only when N is a multiple of 8 */
+  if (fast && sp.lb == 0 && sp.dt != OPS_DTYPE_F32) sp.n = (sp.n + 7) / 8 * 8;
   gemm_run_spec(&sp, iter);
 }
 

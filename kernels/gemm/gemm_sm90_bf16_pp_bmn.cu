@@ -1,4 +1,0 @@
-/* One Hopper GEMM instantiation a file (they compile in parallel): bf16, ping-pong 128x128 tiles, B N-major. */
-#include "kernels/gemm/gemm_sm90.cuh"
-
-OPSI_GEMM_SM90_INSTANTIATE(__nv_bfloat16, 128, true, true)

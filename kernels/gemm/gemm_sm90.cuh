@@ -226,6 +226,9 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
                                                 const float (&acc)[BN / 2], float *buf, int cw) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fc = (lane % 4) * 2;
+  /* buf may still be read by a slower warp of the group: the bias epilogue_regs staged there
+   * for the last tile (the mainloop between has no barrier of the warpgroup) */
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
 #pragma unroll
   for (int ch = 0; ch < BN / EPI_COLS; ++ch) {
 #pragma unroll

@@ -1270,31 +1270,43 @@ static void gemm_tf32(void **state) {
 }
 
 /* More tiles than SMs: each persistent CTA of the Hopper kernels walks several tiles, the
- * stage ring carried across them. */
+ * stage ring carried across them; plain, then with a column bias + GELU, where a CTA's whole
+ * tiles (register epilogue, the bias staged in shared memory) and partial ones (the staged
+ * epilogue, the same shared memory) follow each other with a short K between them. */
 static void gemm_many_tiles(void **state) {
   (void)state;
   opst_rng *r = &g_rng;
-  gcall c;
-  memset(&c, 0, sizeof c);
-  c.op = OPS_OP_GEMM;
-  c.run = run_gemm;
-  ops_gemm_params_init(&c.gemm);
-  const int64_t m = 2100, n = 2100, k = 40;
-  opst_tensor a, b, d;
-  alloc_mat(&a, OPS_DTYPE_BF16, 0, m, k, 0);
-  alloc_mat(&b, OPS_DTYPE_BF16, 0, k, n, 2);
-  opst_fill_uniform(&a, r, -1, 1);
-  opst_fill_uniform(&b, r, -1, 1);
-  add_tensor(&c, &a, IN, -1);
-  add_tensor(&c, &b, IN, -1);
-  add_absent(&c);
-  add_absent(&c);
-  add_absent(&c);
-  alloc_mat(&d, OPS_DTYPE_BF16, 0, m, n, 0);
-  add_tensor(&c, &d, OUT, -1);
-  c.label = "gemm bf16 2100 x 2100 x 40 (153 tiles of 128 x 128 / 128 x 256)";
-  check_call(&c);
-  free_call(&c);
+  for (int with_bias = 0; with_bias < 2; ++with_bias) {
+    gcall c;
+    memset(&c, 0, sizeof c);
+    c.op = OPS_OP_GEMM;
+    c.run = run_gemm;
+    ops_gemm_params_init(&c.gemm);
+    const int64_t m = 2100, n = 2100, k = 40;
+    opst_tensor a, b, bias, d;
+    alloc_mat(&a, OPS_DTYPE_BF16, 0, m, k, 0);
+    alloc_mat(&b, OPS_DTYPE_BF16, 0, k, n, 2);
+    opst_fill_uniform(&a, r, -1, 1);
+    opst_fill_uniform(&b, r, -1, 1);
+    add_tensor(&c, &a, IN, -1);
+    add_tensor(&c, &b, IN, -1);
+    add_absent(&c);
+    if (with_bias) {
+      opst_alloc(&bias, r, OPS_DTYPE_BF16, 1, &n, OPST_CONTIGUOUS);
+      opst_fill_uniform(&bias, r, -1, 1);
+      add_tensor(&c, &bias, IN, -1);
+      c.gemm.activation = OPS_ACT_GELU_TANH;
+    } else {
+      add_absent(&c);
+    }
+    add_absent(&c);
+    alloc_mat(&d, OPS_DTYPE_BF16, 0, m, n, 0);
+    add_tensor(&c, &d, OUT, -1);
+    c.label = with_bias ? "gemm bf16 2100 x 2100 x 40 + bias + GELU (153 tiles of 128 x 256)"
+                        : "gemm bf16 2100 x 2100 x 40 (153 tiles of 128 x 128 / 128 x 256)";
+    check_call(&c);
+    free_call(&c);
+  }
 }
 
 /* ---- the dispatcher's choices for rows of 64 to 65536 ------------------------------ */

@@ -59,77 +59,27 @@ __device__ __forceinline__ int valid_bytes(int64_t i, int64_t len, int elem) {
   return left <= 0 ? 0 : left >= 16 / elem ? 16 : (int)left * elem;
 }
 
-/* Copies a ROWS x KT K-major tile (rows row0.., K k0..) of src (element (r, k) at r * s_r +
- * k) into sm (rows of KP elements). */
-template <typename T, int ROWS>
-__device__ __forceinline__ void copy_k_major(T *sm, const T *src, int64_t s_r, int64_t rows, int64_t k,
-                                             int64_t row0, int64_t k0) {
-  using C = cfg<T>;
-  constexpr int PER_ROW = C::KT / C::VEC, COPIES = ROWS * PER_ROW / THREADS;
+/* Copies a ROWS x COLS tile at (row0, col0) of src (element (r, c) at r * s_row + c) into sm
+ * (rows of PITCH elements); past `rows` or `cols` it is zero-filled. A and a K-major B are
+ * copied as [rows, K] tiles, an N-major B as a [K, N] tile. */
+template <typename T, int ROWS, int COLS, int PITCH>
+__device__ __forceinline__ void copy_tile(T *sm, const T *src, int64_t s_row, int64_t rows, int64_t cols,
+                                          int64_t row0, int64_t col0) {
+  constexpr int VEC = cfg<T>::VEC, PER_ROW = COLS / VEC, COPIES = ROWS * PER_ROW / THREADS;
 #pragma unroll
   for (int e = 0; e < COPIES; ++e) {
-    const int idx = threadIdx.x + e * THREADS, r = idx / PER_ROW, kc = (idx % PER_ROW) * C::VEC;
-    const int64_t gr = row0 + r, gk = k0 + kc;
-    const int bytes = gr < rows ? valid_bytes(gk, k, sizeof(T)) : 0;
-    cp_async16(sm + r * C::KP + kc, bytes > 0 ? src + gr * s_r + gk : src, bytes);
+    const int idx = threadIdx.x + e * THREADS, r = idx / PER_ROW, c = (idx % PER_ROW) * VEC;
+    const int64_t gr = row0 + r, gc = col0 + c;
+    const int bytes = gr < rows ? valid_bytes(gc, cols, sizeof(T)) : 0;
+    cp_async16(sm + r * PITCH + c, bytes > 0 ? src + gr * s_row + gc : src, bytes);
   }
 }
 
-/* Copies a KT x BN tile of an N-major B (element (k, n) at k * s_k + n) into sm (rows of NP). */
-template <typename T>
-__device__ __forceinline__ void copy_n_major(T *sm, const T *src, int64_t s_k, int64_t n, int64_t k, int64_t n0,
-                                             int64_t k0) {
-  using C = cfg<T>;
-  constexpr int PER_ROW = BN / C::VEC, COPIES = C::KT * PER_ROW / THREADS;
-#pragma unroll
-  for (int e = 0; e < COPIES; ++e) {
-    const int idx = threadIdx.x + e * THREADS, r = idx / PER_ROW, nc = (idx % PER_ROW) * C::VEC;
-    const int64_t gk = k0 + r, gn = n0 + nc;
-    const int bytes = gk < k ? valid_bytes(gn, n, sizeof(T)) : 0;
-    cp_async16(sm + r * C::NP + nc, bytes > 0 ? src + gk * s_k + gn : src, bytes);
-  }
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
-}
 __device__ __forceinline__ uint32_t to_tf32(uint32_t x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(__uint_as_float(x)));
   return r;
 }
-
-/* One mma of the element type: m16n8k16 (16-bit) or m16n8k8 (tf32). */
-template <typename T> struct mma_op;
-template <> struct mma_op<__half> {
-  static constexpr int K = 16;
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    mma_name<__half>::mma(d, a, b);
-  }
-};
-template <> struct mma_op<__nv_bfloat16> {
-  static constexpr int K = 16;
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    mma_name<__nv_bfloat16>::mma(d, a, b);
-  }
-};
-template <> struct mma_op<float> {
-  static constexpr int K = 8;
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
 
 /* The warp's 64 x 32 block of one K step of the stage (ks: 16-bit k16 or tf32 k8 steps; both
  * are 32 bytes of each row, so the fragment addresses are the same in bytes). */
@@ -141,20 +91,20 @@ __device__ __forceinline__ void multiply_step(const T *sa, const T *sb, int ks, 
   uint32_t af[4][4], bf[4][2];
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi) {
-    ldsm_x4(af[mi], &sa[(wm * 64 + mi * 16 + lane % 16) * C::KP + ks * 2 * E16 + (lane / 16) * E16]);
+    ldmatrix_x4(af[mi], &sa[(wm * 64 + mi * 16 + lane % 16) * C::KP + ks * 2 * E16 + (lane / 16) * E16]);
   }
   if constexpr (!B_MN) {
 #pragma unroll
     for (int nj = 0; nj < 2; ++nj) {
       uint32_t r[4];
-      ldsm_x4(r, &sb[(wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * C::KP + ks * 2 * E16 + ((lane / 8) % 2) * E16]);
+      ldmatrix_x4(r, &sb[(wn * 32 + nj * 16 + (lane / 16) * 8 + lane % 8) * C::KP + ks * 2 * E16 + ((lane / 8) % 2) * E16]);
       bf[nj * 2][0] = r[0], bf[nj * 2][1] = r[1], bf[nj * 2 + 1][0] = r[2], bf[nj * 2 + 1][1] = r[3];
     }
   } else if constexpr (sizeof(T) == 2) {
 #pragma unroll
     for (int nj = 0; nj < 2; ++nj) {
       uint32_t r[4];
-      ldsm_x4_trans(r, &sb[(ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * C::NP + wn * 32 + nj * 16 + (lane / 16) * 8]);
+      ldmatrix_x4_trans(r, &sb[(ks * 16 + ((lane / 8) % 2) * 8 + lane % 8) * C::NP + wn * 32 + nj * 16 + (lane / 16) * 8]);
       bf[nj * 2][0] = r[0], bf[nj * 2][1] = r[1], bf[nj * 2 + 1][0] = r[2], bf[nj * 2 + 1][1] = r[3];
     }
   } else {
@@ -176,7 +126,7 @@ __device__ __forceinline__ void multiply_step(const T *sa, const T *sb, int ks, 
 #pragma unroll
   for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) mma_op<T>::run(acc[mi][ni], af[mi], bf[ni]);
+    for (int ni = 0; ni < 4; ++ni) mma_name<T>::mma(acc[mi][ni], af[mi], bf[ni]);
 }
 
 /* Grid: (tiles_m, tiles_n, batch); dynamic shared memory cfg<T>::SMEM_BYTES. */
@@ -196,18 +146,12 @@ __global__ void __launch_bounds__(THREADS) gemm_cp_kernel(const gemm_geom g) {
     T *sa = reinterpret_cast<T *>(smem + (kt % STAGES) * C::STAGE_BYTES);
     T *sb = reinterpret_cast<T *>(smem + (kt % STAGES) * C::STAGE_BYTES + C::A_BYTES);
     const int64_t k0 = (int64_t)kt * C::KT;
-    copy_k_major<T, BM>(sa, a, g.a.sr, g.m, g.k, m0, k0);
-    if constexpr (B_MN) copy_n_major<T>(sb, b, g.b.sr, g.n, g.k, n0, k0);
-    else copy_k_major<T, BN>(sb, b, g.b.sc, g.n, g.k, n0, k0);
+    copy_tile<T, BM, C::KT, C::KP>(sa, a, g.a.sr, g.m, g.k, m0, k0);
+    if constexpr (B_MN) copy_tile<T, C::KT, BN, C::NP>(sb, b, g.b.sr, g.k, g.n, k0, n0);
+    else copy_tile<T, BN, C::KT, C::KP>(sb, b, g.b.sc, g.n, g.k, n0, k0);
   };
 
-  float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
+  float acc[4][4][4] = {};
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -222,20 +166,10 @@ __global__ void __launch_bounds__(THREADS) gemm_cp_kernel(const gemm_geom g) {
     const T *sa = reinterpret_cast<const T *>(smem + (kt % STAGES) * C::STAGE_BYTES);
     const T *sb = reinterpret_cast<const T *>(smem + (kt % STAGES) * C::STAGE_BYTES + C::A_BYTES);
 #pragma unroll
-    for (int ks = 0; ks < C::KT / mma_op<T>::K; ++ks) multiply_step<T, B_MN>(sa, sb, ks, wm, wn, lane, acc);
+    for (int ks = 0; ks < C::KT / mma_name<T>::K; ++ks) multiply_step<T, B_MN>(sa, sb, ks, wm, wn, lane, acc);
   }
   cp_wait<0>();
-
-#pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t i = m0 + wm * 64 + mi * 16 + lane / 4 + h * 8;
-        const int64_t j = n0 + wn * 32 + ni * 8 + (lane % 4) * 2;
-        gemm_store_pair(g, bt, i, j, acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
-      }
+  store_warp_tiles(g, bt, m0, n0, wm, wn, lane, acc);
 }
 
 /* Host side: one launch over (tiles_m, tiles_n, batch); the dispatcher's row bounds N and

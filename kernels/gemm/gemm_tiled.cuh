@@ -144,8 +144,11 @@ namespace mma {
 enum { BM = 128, BN = 128, BK = 32, PITCH = BK + 8, THREADS = 256 };
 }
 
+/* One mma.sync of the element type, f32 accumulators: m16n8k16 for f16 / bf16, m16n8k8 for
+ * f32 read as tf32 (its inputs already rounded by the caller). K: the step it covers. */
 template <typename T> struct mma_name;
 template <> struct mma_name<__half> {
+  static constexpr int K = 16;
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -155,9 +158,21 @@ template <> struct mma_name<__half> {
   }
 };
 template <> struct mma_name<__nv_bfloat16> {
+  static constexpr int K = 16;
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <> struct mma_name<float> {
+  static constexpr int K = 8;
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
@@ -169,6 +184,30 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+}
+/* The same, each 8x8 matrix transposed (rows given are the fragment's K rows). */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+/* The epilogue of the mma.sync kernels' 2 x 4 warps of 64 x 32 outputs (m16n8 fragments):
+ * warp (wm, wn) holds rows m0 + wm * 64 + mi * 16 + lane / 4 (+ 8) and columns n0 + wn * 32
+ * + ni * 8 + (lane % 4) * 2 (+ 1). */
+__device__ __forceinline__ void store_warp_tiles(const gemm_geom &g, int64_t bt, int64_t m0, int64_t n0, int wm,
+                                                 int wn, int lane, const float (&acc)[4][4][4]) {
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t i = m0 + wm * 64 + mi * 16 + lane / 4 + h * 8;
+        const int64_t j = n0 + wn * 32 + ni * 8 + (lane % 4) * 2;
+        gemm_store_pair(g, bt, i, j, acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
+      }
 }
 
 /* Grid: (tiles_m, tiles_n, batch). */
@@ -186,14 +225,7 @@ __global__ void __launch_bounds__(mma::THREADS) gemm_mma_kernel(const gemm_geom 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / 4, wn = warp % 4; /* warp tile: rows wm * 64, columns wn * 32 */
 
-  float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.0f;
-
+  float acc[4][4][4] = {};
   staged_k_loop<T, BM, BN, BK, PITCH, THREADS>(g, A, B, m0, n0, sa, sb, [&](const T *ta, const T *tb) {
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) {
@@ -215,17 +247,7 @@ __global__ void __launch_bounds__(mma::THREADS) gemm_mma_kernel(const gemm_geom 
         for (int ni = 0; ni < 4; ++ni) mma_name<T>::mma(acc[mi][ni], af[mi], bf[ni]);
     }
   });
-
-#pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t i = m0 + wm * 64 + mi * 16 + lane / 4 + h * 8;
-        const int64_t j = n0 + wn * 32 + ni * 8 + (lane % 4) * 2;
-        gemm_store_pair(g, bt, i, j, acc[mi][ni][h * 2], acc[mi][ni][h * 2 + 1]);
-      }
+  store_warp_tiles(g, bt, m0, n0, wm, wn, lane, acc);
 }
 
 /* ---- f32: strict FFMA ---- */

@@ -95,6 +95,13 @@ static void public_catalog_matches_the_rows(void **state) {
   assert_string_equal(info.unit, "cpu");
   assert_string_equal(info.roles, "none (host code)");
   assert_non_null(strstr(info.workspace_formula, "max_seqlen_k"));
+  /* the first row that rounds f32 to tf32: its unit and its math-mode requirement are public */
+  OPST_OK(ops_kernel_info_by_name("cuda_gemm_tf32", &info));
+  assert_string_equal(info.unit, "mma_tf32");
+  assert_non_null(strstr(info.limits, "align 16 B"));
+  assert_non_null(strstr(info.limits, "needs OPS_MATH_ALLOW_TF32"));
+  OPST_OK(ops_kernel_info_by_name("cuda_gemm_mma_cp", &info));
+  assert_null(strstr(info.limits, "tf32"));
   for (int i = 0; i < ops_kernel_count(); ++i) {
     ops_kernel_info k;
     k.struct_size = sizeof k;

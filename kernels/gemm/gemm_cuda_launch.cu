@@ -3,6 +3,7 @@
 #include <cudaTypedefs.h>
 #include <string.h>
 
+#include "kernels/common/tma_host.h"
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_cuda.h"
 #include "kernels/gemm/gemm_pipelined.cuh"
@@ -96,39 +97,16 @@ ops_status cuda_status(cudaError_t e, const char *what) {
 
 /* ---- Hopper ---- */
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
 /* A 3-D map over (inner, outer, batch) of a 16-bit operand, box (64, box_outer, 1), 128-byte
  * swizzle, zeros past the edges. A broadcast batch is an axis of extent 1. */
 ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner, int64_t outer,
                       int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer, const char *what) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
-  if (encode == nullptr) {
+  const int64_t dims[3] = {inner, outer, s_batch != 0 ? batch : 1}, strides[2] = {s_outer, s_batch};
+  const uint32_t box[3] = {64, (uint32_t)box_outer, 1};
+  const CUresult r = opsi::encode_map_16bit(map, base, dtype, 3, dims, strides, box);
+  if (r == CUDA_ERROR_NOT_FOUND) {
     return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: the driver has no cuTensorMapEncodeTiled", what);
   }
-  /* an axis of extent 1 is never stepped along: any stride TMA accepts (16-byte multiples) */
-  if (outer == 1) s_outer = (inner + 7) / 8 * 8;
-  const cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)(s_batch != 0 ? batch : 1)};
-  const cuuint64_t strides[2] = {(cuuint64_t)(s_outer * 2),
-                                 (cuuint64_t)((s_batch != 0 ? s_batch : s_outer * outer) * 2)};
-  const cuuint32_t box[3] = {64, (cuuint32_t)box_outer, 1};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r =
-      encode(map, dtype == OPS_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-             const_cast<void *>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return opsi_fail(OPS_ERR_CUDA, "ops_gemm: cuTensorMapEncodeTiled for %s failed (CUresult %d)", what, (int)r);
   }

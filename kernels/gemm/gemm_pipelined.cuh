@@ -42,23 +42,6 @@ template <typename T> struct cfg {
   static_assert(KT * NP * (int)sizeof(T) <= B_BYTES, "an N-major B tile fits its stage");
 };
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-/* Bytes of a 16-byte copy at element index i of a row of `len` elements (0: zero fill). */
-__device__ __forceinline__ int valid_bytes(int64_t i, int64_t len, int elem) {
-  const int64_t left = len - i;
-  return left <= 0 ? 0 : left >= 16 / elem ? 16 : (int)left * elem;
-}
-
 /* Copies a ROWS x COLS tile at (row0, col0) of src (element (r, c) at r * s_row + c) into sm
  * (rows of PITCH elements); past `rows` or `cols` it is zero-filled. A and a K-major B are
  * copied as [rows, K] tiles, an N-major B as a [K, N] tile. */

@@ -16,6 +16,7 @@
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_TILED_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_TILED_CUH_
 
+#include "kernels/common/mma_sync.cuh"
 #include "kernels/gemm/gemm_gpu.cuh"
 
 namespace opsi {
@@ -142,55 +143,6 @@ __device__ __forceinline__ void staged_k_loop(const gemm_geom &g, const tile_src
 
 namespace mma {
 enum { BM = 128, BN = 128, BK = 32, PITCH = BK + 8, THREADS = 256 };
-}
-
-/* One mma.sync of the element type, f32 accumulators: m16n8k16 for f16 / bf16, m16n8k8 for
- * f32 read as tf32 (its inputs already rounded by the caller). K: the step it covers. */
-template <typename T> struct mma_name;
-template <> struct mma_name<__half> {
-  static constexpr int K = 16;
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-template <> struct mma_name<__nv_bfloat16> {
-  static constexpr int K = 16;
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-template <> struct mma_name<float> {
-  static constexpr int K = 8;
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-};
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-/* The same, each 8x8 matrix transposed (rows given are the fragment's K rows). */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *p) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
 }
 
 /* The epilogue of the mma.sync kernels' 2 x 4 warps of 64 x 32 outputs (m16n8 fragments):

@@ -1,0 +1,59 @@
+/*
+ * Host side of the TMA loads (sm_90): encoding a tensor map through the driver's
+ * cuTensorMapEncodeTiled, reached from the static runtime (no libcuda link).
+ */
+#ifndef OPSLIB_KERNELS_COMMON_TMA_HOST_H_
+#define OPSLIB_KERNELS_COMMON_TMA_HOST_H_
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "opslib/tensor.h"
+
+namespace opsi {
+
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/* A rank-`rank` map (2..5) of a 16-bit tensor: dims[0] the unit-stride axis, strides[i - 1]
+ * the element stride of axis i; box {64, box[1], ..}, 128-byte swizzle, zeros past the edges.
+ * An axis of extent 1 is never stepped along: it gets a stride TMA accepts whatever it was.
+ * CUDA_ERROR_NOT_FOUND: the driver has no cuTensorMapEncodeTiled. */
+inline CUresult encode_map_16bit(CUtensorMap *map, const void *base, int32_t dtype, int rank, const int64_t *dims,
+                                 const int64_t *strides, const uint32_t *box) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled();
+  if (encode == nullptr) return CUDA_ERROR_NOT_FOUND;
+  cuuint64_t d[5], s[4];
+  cuuint32_t bx[5], estr[5];
+  int64_t span = (dims[0] + 7) / 8 * 8; /* elements up to the next axis, for a degenerate stride */
+  for (int i = 0; i < rank; ++i) {
+    d[i] = (cuuint64_t)dims[i];
+    bx[i] = box[i];
+    estr[i] = 1;
+    if (i > 0) {
+      const int64_t st = dims[i] == 1 || strides[i - 1] == 0 ? span : strides[i - 1];
+      s[i - 1] = (cuuint64_t)(st * 2);
+      span = st * dims[i];
+    }
+  }
+  return encode(map, dtype == OPS_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                (cuuint32_t)rank, const_cast<void *>(base), d, s, bx, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_COMMON_TMA_HOST_H_ */

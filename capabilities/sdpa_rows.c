@@ -1,7 +1,74 @@
 /* Capability rows of ops_sdpa. */
 #include "capabilities/cpu_row.h"
+#include "capabilities/cuda_row.h"
 #include "capabilities/kernel_ids.h"
 #include "kernels/flash/sdpa_cpu.h"
+#include "kernels/flash/sdpa_cuda.h"
+
+#define SDPA_GPU_FLAGS                                                                                       \
+  (OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_MASK | OPSI_F_STRIDED | \
+   OPSI_F_DV_NE_D)
+
+/* Query tiles of BM rows over the grid, times batch and heads; the head dim padded to DP. */
+#define SDPA_TILING(BM, DP, PER_SM) \
+  {{OPSI_SDPA_SQ, OPSI_SDPA_D, -1}, {BM, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HQ, -1}, PER_SM}
+
+/* The sm_80-class kernels (sdpa_mma.cuh), one per padded head dim DP. */
+#define SDPA_MMA_ROW(ID, NAME, DP, BM, BN, WARPS, PER_SM, LAUNCH)                                                   \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 80, .sm_max = 90,    \
+      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
+      .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
+      .variants = OPSI_ALL_VARIANTS, .flags = SDPA_GPU_FLAGS, .fuses = OPSI_F_MASK, .align = 1,              \
+      .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                                    \
+      .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
+                  [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
+      .roles = {{"mma warps", WARPS, "16 query rows each: S = Q K^T and O += P V by mma.sync m16n8k16 "      \
+                                     "(ldmatrix; P from the score registers), online softmax in registers " \
+                                     "(exp2, scale folded in); all threads issue the cp.async copies of "    \
+                                     "the next K and V tiles"}},                                             \
+      .stages = 2,                                                                                           \
+      .smem_layout = "Q " #BM "x" #DP ", K and V 2 x " #BN "x" #DP " each, 16-byte chunks XOR-swizzled by "  \
+                     "row % 8 (ldmatrix conflict-free); O staged through each warp's Q rows",              \
+      .smem_bytes = (BM + 4 * BN) * DP * 2, .threads = WARPS * 32, .vector_bytes = 16,                 \
+      .deterministic = 1,                                                                                    \
+      .reduction_order = "per query row: key tiles of " #BN " in order (online softmax), mma k16 steps in order " \
+                         "(f32)",                                                                            \
+      .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.5f, .bytes_factor = 1.0f,                                   \
+      .tiling = SDPA_TILING(BM, DP, PER_SM), .workspace_formula = "0", .launch = LAUNCH,                     \
+      .tests = OPSI_GPU_TESTS,                                                                               \
+  }
+
+/* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP; BN key rows a tile. */
+#define SDPA_SM90_ROW(ID, NAME, DP, BN, EFF, LAUNCH)                                                           \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
+      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
+      .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
+      .variants = OPSI_ALL_VARIANTS,                                                                         \
+      .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_DV_NE_D,      \
+      .align = 16, .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                       \
+      .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
+                  [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
+      .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 24): one thread issues the TMA loads of the Q "      \
+                                "tile and of each key tile's K and V into a 2-stage ring, K and V on their " \
+                                "own mbarriers"},                                                            \
+                {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 240), 64 query rows each: S = Q K^T by "   \
+                                 "wgmma m64n" #BN "k16 from shared memory, online softmax in registers "     \
+                                 "(exp2), O += P V by wgmma m64n" #DP "k16 with P from registers; the two "  \
+                                 "take turns issuing (named barriers) so one's softmax overlaps the other's " \
+                                 "wgmma"}},                                                                   \
+      .stages = 2,                                                                                           \
+      .smem_layout = "Q 128x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as boxes of 64 columns, "     \
+                     "128-byte swizzle, 1024-byte aligned; 7 mbarriers",                                    \
+      .smem_bytes = 1024 + (128 + 4 * BN) * DP * 2 + 56, .threads = 384, .vector_bytes = 16,                 \
+      .deterministic = 1,                                                                                    \
+      .reduction_order = "per query row: key tiles of " #BN " in order (online softmax), wgmma k16 steps "    \
+                         "in order (f32)",                                                                   \
+      .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
+      .tiling = SDPA_TILING(128, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                         \
+      .tests = OPSI_GPU_TESTS,                                                                               \
+  }
 
 const opsi_kernel_row opsi_sdpa_rows[] = {
     {
@@ -20,5 +87,11 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
         .workspace = opsi_sdpa_cpu_workspace,
         .launch = opsi_sdpa_cpu,
     },
+    SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D64, "cuda_sdpa_mma_d64", 64, 128, 64, 8, 2, opsi_sdpa_cuda_mma_d64),
+    SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D128, "cuda_sdpa_mma_d128", 128, 128, 64, 8, 1, opsi_sdpa_cuda_mma_d128),
+    SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D256, "cuda_sdpa_mma_d256", 256, 64, 32, 4, 1, opsi_sdpa_cuda_mma_d256),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 128, 0.45f, opsi_sdpa_cuda_sm90_d64),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 128, 0.45f, opsi_sdpa_cuda_sm90_d128),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 64, 0.45f, opsi_sdpa_cuda_sm90_d256),
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];

@@ -248,11 +248,14 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   if (lse != NULL) pr->flags |= OPSI_F_LSE;
   if (a->has_mask) pr->flags |= OPSI_F_MASK;
   if (dv != d) pr->flags |= OPSI_F_DV_NE_D;
+  /* strided: a row that is not unit-stride, or an axis walked backwards or broadcast (stride
+   * <= 0), which a TMA map cannot describe */
   const ops_tensor *rowwise[] = {q, k, val, o};
   for (size_t i = 0; i < 4; ++i) {
-    opsi_problem_add_align(pr, rowwise[i]);
-    if (rowwise[i]->ndim > 0 && rowwise[i]->shape[nd - 1] > 1 && rowwise[i]->strides[nd - 1] != 1) {
-      pr->flags |= OPSI_F_STRIDED;
+    const ops_tensor *t = rowwise[i];
+    opsi_problem_add_align(pr, t);
+    for (int ax = 0; ax < t->ndim; ++ax) {
+      if (t->shape[ax] > 1 && (ax == nd - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
     }
   }
   *empty = no == 0 && nl == 0;

@@ -206,8 +206,8 @@ def test_explain_for_an_h100_that_is_not_here():
     h = opslib.Handle.virtual(90)
     e = opslib.explain("softmax", T([16384, 4096], "bf16", "cuda"), handle=h)
     assert e.chosen is not None and e.chosen.startswith("cuda_softmax")
-    e = opslib.explain("sdpa", *(T([2, 128, 8, 64], "bf16", "cuda") for _ in range(3)), handle=h)
-    assert e.chosen is None and "sdpa" in e.problem      # no CUDA SDPA kernel in this build yet
+    e = opslib.explain("sdpa", *(T([2, 4096, 8, 64], "bf16", "cuda") for _ in range(3)), handle=h)
+    assert e.chosen == "cuda_sdpa_sm90_d64" and "sdpa" in e.problem   # the Hopper kernel, head dim 64
 
 
 def test_catalog_carries_the_capability_metadata():

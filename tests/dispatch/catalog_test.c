@@ -148,6 +148,8 @@ static void shipped_kernel_ids_never_change(void **state) {
       {201, "cuda_gemm_sm90_128x256"}, {202, "cuda_gemm_sm90_128x128"}, {203, "cuda_gemm_mma"},
       {204, "cuda_gemm_ffma"}, {205, "cuda_gemv_n1"}, {206, "cuda_gemv_m1"},
       {207, "cuda_gemm_mma_cp"}, {208, "cuda_gemm_tf32"},
+      {101, "cuda_sdpa_mma_d64"}, {102, "cuda_sdpa_mma_d128"}, {103, "cuda_sdpa_mma_d256"},
+      {104, "cuda_sdpa_sm90_d64"}, {105, "cuda_sdpa_sm90_d128"}, {106, "cuda_sdpa_sm90_d256"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

@@ -52,6 +52,8 @@ static void check_renderings(const ops_explain *e, const char *const *needles) {
   assert_int_equal(strlen(small), sizeof small - 1);
 }
 
+static const ops_verdict *verdict_of(const ops_explain *e, const char *name);
+
 static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
   (void)state;
   const int64_t qs[4] = {2, 4096, 16, 128}, ks[4] = {2, 4096, 4, 128};
@@ -65,7 +67,7 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
   ops_tensor q = desc(OPS_DTYPE_BF16, ops_device_cpu(), 4, qs), k = desc(OPS_DTYPE_BF16, ops_device_cpu(), 4, ks);
   OPST_OK(ops_sdpa_explain(cpu, &p, &q, &k, &k, &q, NULL, &e));
   assert_int_equal(e.op, OPS_OP_SDPA);
-  assert_int_equal(e.count, 1);
+  assert_int_equal(e.count, 7); /* the CPU reference and six CUDA kernels, which say why not */
   assert_int_equal(e.chosen, 0);
   assert_true(e.verdicts[0].est_us > 0);
   check_renderings(&e, (const char *const[]){"sdpa bf16 -> bf16 on cpu: batch=2 seqlen_q=4096 seqlen_k=4096 heads_q=16 "
@@ -74,19 +76,38 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
                                              NULL});
   ops_handle_destroy(cpu);
 
+  /* On a GPU: the Hopper kernel on sm_90, the sm_80-class one elsewhere, each in the head-dim
+   * variant whose padding is least (128 for head_dim 128; 256 pads by x2 and costs more). */
   for (int sm = 80; sm <= 90; sm += 10) {
     ops_handle v = virtual_handle(sm);
     ops_tensor gq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs), gk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks);
     OPST_OK(ops_sdpa_explain(v, &p, &gq, &gk, &gk, &gq, NULL, &e));
-    assert_int_equal(e.chosen, -1); /* this build has no CUDA SDPA kernel yet */
+    assert_true(e.chosen >= 0);
+    const char *want = sm == 90 ? "cuda_sdpa_sm90_d128" : "cuda_sdpa_mma_d128";
+    assert_string_equal(e.verdicts[e.chosen].kernel_name, want);
     assert_int_equal(e.verdicts[0].reason, OPS_REASON_BACKEND);
-    char on[32];
+    char on[32], chosen[64];
     snprintf(on, sizeof on, "on cuda sm_%d:", sm);
-    check_renderings(&e, (const char *const[]){on, "backend", "runs on cpu, the handle's device is cuda",
-                                               "chosen: none", "\"chosen\":null", NULL});
-    /* A described device explains, never runs. */
-    size_t ws = 0;
-    assert_int_equal(ops_sdpa_workspace_size(v, &p, &gq, &gk, &gk, &gq, NULL, &ws), OPS_ERR_UNSUPPORTED);
+    snprintf(chosen, sizeof chosen, "chosen: %s", want);
+    check_renderings(&e, (const char *const[]){on, "runs on cpu, the handle's device is cuda", chosen,
+                                               "needs head_dim <= 64, got 128", "padding x2.00", NULL});
+    if (sm == 80) { /* the Hopper rows say why not */
+      const ops_verdict *h = verdict_of(&e, "cuda_sdpa_sm90_d128");
+      assert_non_null(h);
+      assert_int_equal(h->reason, OPS_REASON_SM_TOO_OLD);
+    }
+    /* with a mask (or a row that is not unit-stride) only the sm_80-class kernel serves */
+    ops_tensor mask = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, (const int64_t[]){2, 16, 4096, 4096});
+    p.attn_mask = &mask;
+    OPST_OK(ops_sdpa_explain(v, &p, &gq, &gk, &gk, &gq, NULL, &e));
+    assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_mma_d128");
+    if (sm == 90) check_renderings(&e, (const char *const[]){"[causal, gqa, mask]", "feature", NULL});
+    p.attn_mask = NULL;
+    /* A described device explains and sizes the workspace (none), never runs. */
+    size_t ws = 1;
+    OPST_OK(ops_sdpa_workspace_size(v, &p, &gq, &gk, &gk, &gq, NULL, &ws));
+    assert_int_equal(ws, 0);
+    assert_int_not_equal(ops_sdpa(v, &p, &gq, &gk, &gk, &gq, NULL, NULL, 0), OPS_OK);
     ops_handle_destroy(v);
   }
 }

@@ -35,7 +35,7 @@ check "list" 0 "cpu_sdpa_ref" -- list
 check "list --op" 0 "cpu_rmsnorm_ref" -- list --op rmsnorm
 "$opsctl" list --op rmsnorm | grep -q cpu_sdpa_ref && { echo "FAILED: list --op rmsnorm shows sdpa"; failed=$((failed + 1)); }
 check_json "list --json" -- list --json
-check "explain sdpa sm_90" 0 "chosen: none" -- explain sdpa --dtype bf16 --q 2,4096,16,128 --k 2,4096,4,128 --causal --sm 90
+check "explain sdpa sm_90" 0 "chosen: cuda_sdpa_sm90_d128" -- explain sdpa --dtype bf16 --q 2,4096,16,128 --k 2,4096,4,128 --causal --sm 90
 check "explain sdpa sm_90 reason" 0 "runs on cpu, the handle's device is cuda" -- explain sdpa --q 2,4096,16,128 --k 2,4096,4,128 --sm 90
 check "explain sdpa cpu" 0 "chosen: cpu_sdpa_ref" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --window 32,0 --lse
 check "explain sdpa problem" 0 "[window, gqa, lse]" -- explain sdpa --q 2,128,16,64 --k 2,128,4,64 --window 32,0 --lse

@@ -1,0 +1,110 @@
+/*
+ * What every CUDA attention kernel shares: the call as the kernels see it (sdpa_geom), the
+ * sequence bounds of one (batch, head) with varlen's cu_seqlens read and clamped on the
+ * device, the range of key tiles a block of query rows can see, and the visibility of one
+ * (query, key) pair.
+ *
+ * Scores live in the log2 domain: x = (scale * q.k + mask) * log2(e), so that the softmax
+ * is exp2(x - max) and LSE = (max + log2(sum)) * ln(2).
+ *
+ * Window (causal is window_right = 0), aligned to the bottom-right corner (diag = sk - sq):
+ * key j is visible to query i when i + diag - window_left <= j <= i + diag + window_right,
+ * each side only when that window is >= 0.
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_GPU_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_GPU_CUH_
+
+#include "kernels/common/cuda_common.cuh"
+
+namespace opsi {
+
+/* A 4-D [B, S, H, D] operand: element (b, s, h, d) at p + b * sb + s * ss + h * sh + d * sd
+ * (varlen: sb = 0 and s counts from the sequence's start in the packed tensor). */
+struct sdpa_view {
+  const void *p;
+  int64_t sb, ss, sh, sd;
+};
+
+struct sdpa_geom {
+  sdpa_view q, k, v, o;
+  float *lse;             /* nullptr when absent; element (b, h, s) at b * lb + h * lh + s * ls */
+  int64_t lb, lh, ls;
+  const void *mask;       /* nullptr when absent; (b, h, i, j) at b * mb + h * mh + i * mi + j * mj */
+  int64_t mb, mh, mi, mj;
+  int32_t mask_dtype;
+  const int32_t *cu_q;    /* varlen: cu_seqlens on the device (element strides cu_sq, cu_sk) */
+  const int32_t *cu_k;
+  int64_t cu_sq, cu_sk;
+  int32_t batch, heads_q, group; /* group = Hq / Hkv */
+  int32_t seqlen_q, seqlen_k;    /* varlen: the max_seqlen bounds */
+  int32_t d, dv;
+  float scale_log2;              /* scale * log2(e) */
+  int32_t window_left, window_right; /* -1: unbounded */
+  int32_t aligned; /* q, k, v, o: unit-stride rows, 16-byte aligned base and strides */
+};
+
+/* One (batch, head)'s sequences: their starts in the packed tensors (0 without varlen) and
+ * lengths, clamped to [0, max_seqlen] so that a bad cu_seqlens cannot send a read astray. */
+struct sdpa_seq {
+  int64_t q0, k0;
+  int32_t sq, sk;
+};
+
+__device__ __forceinline__ sdpa_seq sdpa_sequence(const sdpa_geom &g, int b) {
+  sdpa_seq s;
+  if (g.cu_q == nullptr) {
+    s.q0 = 0, s.k0 = 0, s.sq = g.seqlen_q, s.sk = g.seqlen_k;
+    return s;
+  }
+  s.q0 = g.cu_q[b * g.cu_sq];
+  s.k0 = g.cu_k[b * g.cu_sk];
+  const int64_t lq = g.cu_q[(b + 1) * g.cu_sq] - s.q0, lk = g.cu_k[(b + 1) * g.cu_sk] - s.k0;
+  s.sq = (int32_t)(lq < 0 ? 0 : lq > g.seqlen_q ? g.seqlen_q : lq);
+  s.sk = (int32_t)(lk < 0 ? 0 : lk > g.seqlen_k ? g.seqlen_k : lk);
+  if (s.q0 < 0) s.q0 = 0, s.sq = 0;
+  if (s.k0 < 0) s.k0 = 0, s.sk = 0;
+  return s;
+}
+
+/* The keys query rows [i_lo, i_hi] (inclusive, within the sequence) can see: [*j_lo, *j_hi). */
+__device__ __forceinline__ void sdpa_key_range(const sdpa_geom &g, const sdpa_seq &s, int i_lo, int i_hi,
+                                               int *j_lo, int *j_hi) {
+  const int diag = s.sk - s.sq;
+  int lo = 0, hi = s.sk;
+  if (g.window_left >= 0) lo = max(lo, i_lo + diag - g.window_left);
+  if (g.window_right >= 0) hi = min(hi, i_hi + diag + g.window_right + 1);
+  *j_lo = lo;
+  *j_hi = hi;
+}
+
+/* Whether keys [j0, j0 + n) all are visible to every query of [i_lo, i_hi] (no mask to apply). */
+__device__ __forceinline__ bool sdpa_tile_unmasked(const sdpa_geom &g, const sdpa_seq &s, int i_lo, int i_hi,
+                                                   int j0, int n) {
+  const int diag = s.sk - s.sq;
+  if (g.mask != nullptr || j0 + n > s.sk) return false;
+  if (g.window_right >= 0 && j0 + n - 1 > i_lo + diag + g.window_right) return false;
+  if (g.window_left >= 0 && j0 < i_hi + diag - g.window_left) return false;
+  return true;
+}
+
+__device__ __forceinline__ bool sdpa_visible(const sdpa_geom &g, const sdpa_seq &s, int i, int j) {
+  const int diag = s.sk - s.sq;
+  return i < s.sq && j < s.sk && (g.window_left < 0 || j >= i + diag - g.window_left) &&
+         (g.window_right < 0 || j <= i + diag + g.window_right);
+}
+
+/* The log2-domain score of (i, j) from its raw dot product, -inf where not visible. */
+__device__ __forceinline__ float sdpa_score(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i, int j,
+                                            float dot) {
+  if (!sdpa_visible(g, s, i, j)) return -INFINITY;
+  float x = dot * g.scale_log2;
+  if (g.mask != nullptr) {
+    x += 1.4426950408889634f * load_any(g.mask, b * g.mb + h * g.mh + (int64_t)i * g.mi + (int64_t)j * g.mj,
+                                        g.mask_dtype);
+  }
+  return x;
+}
+
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_GPU_CUH_ */

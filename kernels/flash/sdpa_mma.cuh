@@ -1,0 +1,274 @@
+/*
+ * The sm_80-class attention forward (every SM >= 80): the FlashAttention-2 structure.
+ *
+ * A block owns BM query rows of one (batch, head); each warp 16 of them. Key / value tiles
+ * of BN rows (64; 32 for DP 256) stream through shared memory (K and V double-buffered,
+ * cp.async copies of 16 bytes with zero-filled tails; element loads when the operands are not
+ * 16-byte aligned), each tile's rows XOR-swizzled in 16-byte chunks (ldmatrix conflict-free):
+ *
+ *   copy Q and K[t0]
+ *   tile t:  copy V[t]; wait for K[t]; barrier
+ *            S = Q K[t]^T (mma.sync m16n8k16, Q and K fragments by ldmatrix); copy K[t + 1]
+ *            mask (only tiles that cross a sequence end, a window edge, or with a mask);
+ *            online softmax in registers (exp2, the scale folded into log2(e));
+ *            wait for V[t]; barrier; O += P V[t] (P from the score registers, V by
+ *            ldmatrix.trans)
+ *   O / sum, staged through the warp's own Q rows, stored 16 bytes a thread; LSE.
+ *
+ * DP is the head dim padded to 64, 128 or 256 (q's and v's head dims up to DP; the padding
+ * is zero-filled and its mma steps skipped). Blocks take query tiles last first (the most
+ * keys under a causal mask start first). Keys a block cannot see (causal, window) are
+ * never loaded; a query that sees no key gets O = 0 and LSE = -inf.
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_MMA_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_MMA_CUH_
+
+#include "kernels/common/mma_sync.cuh"
+#include "kernels/flash/sdpa_gpu.cuh"
+
+namespace opsi {
+namespace fa2 {
+
+/* Fits the 99 KB a block may have on sm_86 / sm_89: 96 KB for every DP. */
+template <typename T, int DP> struct cfg {
+  static constexpr int BM = DP == 256 ? 64 : 128;
+  static constexpr int BN = DP == 256 ? 32 : 64;
+  static constexpr int WARPS = BM / 16;
+  static constexpr int THREADS = WARPS * 32;
+  static constexpr int SMEM_BYTES = (BM + 4 * BN) * DP * (int)sizeof(T);
+};
+
+/* Element (r, c) of a shared tile of DP-element rows: the 16-byte chunks of row r are
+ * XOR-swizzled by r % 8, so that ldmatrix's 8 row addresses (one chunk column) fall in 8
+ * distinct bank groups without padding. */
+template <int DP> __device__ __forceinline__ int swz(int r, int c) {
+  return r * DP + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+}
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+/* Rows [row0, row0 + ROWS) x DP columns of one head into a swizzled shared tile; rows past
+ * `rows` and columns past `cols` read as zero. */
+template <typename T, int ROWS, int DP, int THREADS>
+__device__ __forceinline__ void load_rows(T *sm, const T *src, int64_t s_row, int64_t s_col, int rows, int cols,
+                                          int row0, bool aligned) {
+  if (aligned) {
+    constexpr int PER_ROW = DP / 8, COPIES = ROWS * PER_ROW / THREADS;
+#pragma unroll
+    for (int e = 0; e < COPIES; ++e) {
+      const int idx = threadIdx.x + e * THREADS, r = idx / PER_ROW, c = (idx % PER_ROW) * 8;
+      const int bytes = row0 + r < rows ? valid_bytes(c, cols, sizeof(T)) : 0;
+      cp_async16(sm + swz<DP>(r, c), bytes > 0 ? src + (int64_t)(row0 + r) * s_row + c : src, bytes);
+    }
+  } else {
+#pragma unroll 4
+    for (int idx = threadIdx.x; idx < ROWS * DP; idx += THREADS) {
+      const int r = idx / DP, c = idx % DP;
+      sm[swz<DP>(r, c)] = row0 + r < rows && c < cols ? src[(int64_t)(row0 + r) * s_row + c * s_col] : from_f<T>(0.0f);
+    }
+  }
+}
+
+template <typename T, int DP>
+__global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdpa_geom g) {
+  using C = cfg<T, DP>;
+  constexpr int BM = C::BM, BN = C::BN, THREADS = C::THREADS;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sq = reinterpret_cast<T *>(smem_raw);
+  T *sk = sq + BM * DP;    /* 2 x BN rows */
+  T *sv = sk + 2 * BN * DP; /* 2 x BN rows */
+
+  const int b = blockIdx.z, h = blockIdx.y, hk = h / g.group;
+  const sdpa_seq s = sdpa_sequence(g, b);
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  if (m0 >= s.sq) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
+  int j_lo, j_hi;
+  sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
+  const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+
+  const T *qp = static_cast<const T *>(g.q.p) + b * g.q.sb + s.q0 * g.q.ss + h * g.q.sh;
+  const T *kp = static_cast<const T *>(g.k.p) + b * g.k.sb + s.k0 * g.k.ss + hk * g.k.sh;
+  const T *vp = static_cast<const T *>(g.v.p) + b * g.v.sb + s.k0 * g.v.ss + hk * g.v.sh;
+  const bool aligned = g.aligned != 0;
+
+  load_rows<T, BM, DP, THREADS>(sq, qp, g.q.ss, g.q.sd, s.sq, g.d, m0, aligned);
+  if (t_begin < t_end) load_rows<T, BN, DP, THREADS>(sk, kp, g.k.ss, g.k.sd, s.sk, g.d, t_begin * BN, aligned);
+  cp_commit();
+
+  const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
+  float o[DP / 8][4];
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  const int r_in = warp * 16 + lane / 4; /* this thread's rows: r_in and r_in + 8 of the tile */
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int buf = (t - t_begin) & 1;
+    T *kb = sk + buf * BN * DP, *vb = sv + buf * BN * DP;
+    load_rows<T, BN, DP, THREADS>(vb, vp, g.v.ss, g.v.sd, s.sk, g.dv, t * BN, aligned);
+    cp_commit();
+    cp_wait<1>();
+    __syncthreads();
+
+    float sc[BN / 8][4];
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+      if (kk >= kd) break;
+      uint32_t qa[4];
+      ldmatrix_x4(qa, &sq[swz<DP>(warp * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
+#pragma unroll
+      for (int nj = 0; nj < BN / 16; ++nj) {
+        uint32_t r[4];
+        ldmatrix_x4(r, &kb[swz<DP>(nj * 16 + (lane / 16) * 8 + lane % 8, kk * 16 + ((lane / 8) % 2) * 8)]);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_name<T>::mma(sc[2 * nj], qa, b0);
+        mma_name<T>::mma(sc[2 * nj + 1], qa, b1);
+      }
+    }
+    if (t + 1 < t_end) {
+      load_rows<T, BN, DP, THREADS>(sk + (buf ^ 1) * BN * DP, kp, g.k.ss, g.k.sd, s.sk, g.d, (t + 1) * BN,
+                                    aligned);
+    }
+    cp_commit();
+
+    /* scores in the log2 domain, masked where the tile needs it */
+    const int j0 = t * BN;
+    if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[n][e] *= g.scale_log2;
+    } else {
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = m0 + r_in + (e / 2) * 8, j = j0 + n * 8 + (lane % 4) * 2 + (e % 2);
+          sc[n][e] = sdpa_score(g, s, b, h, i, j, sc[n][e]);
+        }
+    }
+
+    /* online softmax: each row's max and sum over the quad of threads that hold it */
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float mx = row_max[hr];
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
+      const float rescale = exp2f(row_max[hr] - base);
+      row_max[hr] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        sc[n][2 * hr] = exp2f(sc[n][2 * hr] - base);
+        sc[n][2 * hr + 1] = exp2f(sc[n][2 * hr + 1] - base);
+        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+      }
+      row_sum[hr] = row_sum[hr] * rescale + sum;
+#pragma unroll
+      for (int n = 0; n < DP / 8; ++n) o[n][2 * hr] *= rescale, o[n][2 * hr + 1] *= rescale;
+    }
+
+    cp_wait<1>();
+    __syncthreads();
+    /* O += P V: the score fragments of key columns 16 kt .. 16 kt + 15 are P's A fragment */
+#pragma unroll
+    for (int kt = 0; kt < BN / 16; ++kt) {
+      const uint32_t pa[4] = {pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pack2<T>(sc[2 * kt][2], sc[2 * kt][3]),
+                              pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
+                              pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
+#pragma unroll
+      for (int dj = 0; dj < DP / 16; ++dj) {
+        if (dj >= kdv) break;
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, &vb[swz<DP>(kt * 16 + ((lane / 8) % 2) * 8 + lane % 8, dj * 16 + (lane / 16) * 8)]);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_name<T>::mma(o[2 * dj], pa, b0);
+        mma_name<T>::mma(o[2 * dj + 1], pa, b1);
+      }
+    }
+  }
+  cp_wait<0>();
+  __syncthreads(); /* every copy into Q's rows has landed (with no key tile, nothing waited yet) */
+
+  /* O / sum into this warp's own Q rows (no other warp reads them), then 16-byte stores */
+  T *so = sq + warp * 16 * DP;
+  __syncwarp();
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float sum = row_sum[hr];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int r = lane / 4 + hr * 8;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      *reinterpret_cast<uint32_t *>(&so[swz<DP>(r, n * 8 + (lane % 4) * 2)]) =
+          pack2<T>(o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv);
+    }
+    const int i = m0 + warp * 16 + r;
+    if (g.lse != nullptr && lane % 4 == 0 && i < s.sq) {
+      g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] =
+          sum > 0.0f ? (row_max[hr] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+    }
+  }
+  __syncwarp();
+  T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
+  const int rows = min(16, s.sq - (m0 + warp * 16));
+  if (aligned) {
+    for (int idx = lane; idx < 16 * (DP / 8); idx += 32) {
+      const int r = idx / (DP / 8), c = (idx % (DP / 8)) * 8;
+      if (r >= rows || c >= g.dv) continue;
+      T *dst = op + (int64_t)(m0 + warp * 16 + r) * g.o.ss + c;
+      if (c + 8 <= g.dv) {
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&so[swz<DP>(r, c)]);
+      } else {
+        for (int e = 0; e < g.dv - c; ++e) dst[e] = so[swz<DP>(r, c + e)];
+      }
+    }
+  } else {
+    for (int idx = lane; idx < 16 * g.dv; idx += 32) {
+      const int r = idx / g.dv, c = idx % g.dv;
+      if (r < rows) op[(int64_t)(m0 + warp * 16 + r) * g.o.ss + c * g.o.sd] = so[swz<DP>(r, c)];
+    }
+  }
+}
+
+/* Host side: grid (query tiles, Hq, batch); the rows bound Hq and batch to the grid limits. */
+template <typename T, int DP>
+cudaError_t launch_sdpa_mma(const sdpa_geom &g, cudaStream_t stream, int32_t *grid, int32_t *block,
+                            int32_t *smem_bytes) {
+  using C = cfg<T, DP>;
+  const auto kernel = sdpa_mma_kernel<T, DP>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const dim3 gr((unsigned)((g.seqlen_q + C::BM - 1) / C::BM), (unsigned)g.heads_q, (unsigned)g.batch);
+  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g);
+  grid[0] = (int32_t)gr.x, grid[1] = (int32_t)gr.y, grid[2] = (int32_t)gr.z;
+  block[0] = C::THREADS, block[1] = block[2] = 1;
+  *smem_bytes = C::SMEM_BYTES;
+  return cudaGetLastError();
+}
+
+}  // namespace fa2
+}  // namespace opsi
+
+#define OPSI_SDPA_MMA_INSTANTIATE(T, DP)                                                                      \
+  template cudaError_t opsi::fa2::launch_sdpa_mma<T, DP>(const opsi::sdpa_geom &, cudaStream_t, int32_t *, \
+                                                         int32_t *, int32_t *);
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_MMA_CUH_ */

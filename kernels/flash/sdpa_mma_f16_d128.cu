@@ -1,0 +1,4 @@
+/* The sm_80-class attention forward (sdpa_mma.cuh), f16, head dims up to 128. */
+#include "kernels/flash/sdpa_mma.cuh"
+
+OPSI_SDPA_MMA_INSTANTIATE(__half, 128)

@@ -1,0 +1,265 @@
+/*
+ * The Hopper attention forward (sm_90a): TMA + wgmma, warp-specialized.
+ *
+ * A block owns BM = 128 query rows of one (batch, head):
+ *   warpgroup 0, producer (setmaxnreg 24): one thread issues the TMA loads of the Q tile
+ *     and of each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns, 128-byte
+ *     swizzled) into a ring of 2 stages; K and V complete on their own mbarriers so that
+ *     S = Q K^T starts before V has landed.
+ *   warpgroups 1 and 2, consumers (setmaxnreg 240): 64 query rows each. Per key tile:
+ *     S = Q K^T by wgmma m64nBNk16 from shared memory (f32 in registers); the mask where the
+ *     tile crosses a sequence end or a window edge; online softmax in registers (exp2, scale
+ *     folded into log2(e)); P rounded to 16 bits stays in registers as the A operand of
+ *     O += P V, wgmma m64nDPk16 with V N-major in shared memory. The stage goes back to the
+ *     producer (one arrival per consumer warp) once both wgmma groups that read it are done.
+ *   The two consumer warpgroups take turns (named barriers 1 and 2): one issues its S
+ *   wgmma while the other runs its softmax, so the tensor cores and the exp2 units overlap.
+ * The epilogue divides by the row sums and stores O from registers (pairs of elements), and
+ * LSE. Out-of-range rows and columns: TMA reads zeros past a tensor's extent (varlen: the
+ * next sequence's rows, masked like any key past the end); stores are bounded.
+ *
+ * Operands: [B, S, H, D] views with unit-stride rows, 16-byte aligned base and strides
+ * (TMA), q's and v's head dims up to DP (the map's extent: zero columns beyond).
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_
+
+#include <cuda.h>
+
+#include "kernels/common/sm90_async.cuh"
+#include "kernels/common/wgmma_ops.cuh"
+#include "kernels/flash/sdpa_gpu.cuh"
+
+namespace opsi {
+namespace fa3 {
+
+enum { BM = 128, THREADS = 384, STAGES = 2 };
+
+template <int DP> struct cfg {
+  static constexpr int BN = DP == 256 ? 64 : 128;
+  static constexpr int Q_BYTES = BM * DP * 2;
+  static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
+  static constexpr int BARRIER_BYTES = 8 * (1 + 3 * STAGES);
+  static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
+};
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+/* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
+template <typename T, int DP>
+__global__ void __launch_bounds__(THREADS, 1)
+    sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                     const __grid_constant__ CUtensorMap map_v, const sdpa_geom g) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace opsi::sm90;
+  using C = cfg<DP>;
+  constexpr int BN = C::BN;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t *sq = smem, *sk = smem + C::Q_BYTES, *sv = sk + STAGES * C::KV_BYTES;
+  uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * C::KV_BYTES);
+  uint64_t *k_full = q_full + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
+
+  const int b = blockIdx.z, h = blockIdx.y, hk = h / g.group;
+  const sdpa_seq s = sdpa_sequence(g, b);
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  if (m0 >= s.sq) return;
+  const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
+  int j_lo, j_hi;
+  sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
+  const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
+  const int bmap = g.cu_q == nullptr ? b : 0; /* varlen maps have a batch axis of 1 */
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int st = 0; st < STAGES; ++st) {
+      mbar_init(&k_full[st], 1);
+      mbar_init(&v_full[st], 1);
+      mbar_init(&empty[st], 8); /* one arrival per consumer warp */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+    if (warp == 0 && lane == 0) {
+      mbar_expect_tx(q_full, C::Q_BYTES);
+#pragma unroll
+      for (int c = 0; c < DP / 64; ++c) {
+        tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, (int32_t)(s.q0 + m0), h, bmap);
+      }
+      for (int t = t_begin; t < t_end; ++t) {
+        const int n = t - t_begin, st = n % STAGES;
+        mbar_wait(&empty[st], ((n / STAGES) & 1) ^ 1);
+        const int32_t row = (int32_t)(s.k0 + t * BN);
+        mbar_expect_tx(&k_full[st], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < DP / 64; ++c) {
+          tma_load_4d(sk + st * C::KV_BYTES + c * BN * 128, &map_k, &k_full[st], c * 64, row, hk, bmap);
+        }
+        mbar_expect_tx(&v_full[st], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < DP / 64; ++c) {
+          tma_load_4d(sv + st * C::KV_BYTES + c * BN * 128, &map_v, &v_full[st], c * 64, row, hk, bmap);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+    const int cw = wg - 1, wq = warp % 4;
+    const int r_in = cw * 64 + wq * 16 + lane / 4; /* this thread's rows r_in and r_in + 8 of the tile */
+    float o[DP / 2];
+#pragma unroll
+    for (int i = 0; i < DP / 2; ++i) o[i] = 0.0f;
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+    const uint32_t q_addr = smem_addr(sq) + cw * 64 * 128;
+    mbar_wait(q_full, 0);
+
+    /* the ping-pong: warpgroup 1 issues its first S before warpgroup 2 */
+    if (cw == 1) named_bar_arrive(1, 256);
+
+    for (int t = t_begin; t < t_end; ++t) {
+      const int n = t - t_begin, st = n % STAGES;
+      const uint32_t parity = (n / STAGES) & 1;
+      const uint32_t k_addr = smem_addr(sk + st * C::KV_BYTES), v_addr = smem_addr(sv + st * C::KV_BYTES);
+      float sc[BN / 2];
+      mbar_wait(&k_full[st], parity);
+      named_bar_sync(1 + cw, 256); /* my turn to issue */
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; ++kk) {
+        const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
+        wgmma<T, BN, false>::mma(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + koff, 16, 1024),
+                                 kk > 0 ? 1u : 0u);
+      }
+      wgmma_commit();
+      named_bar_arrive(2 - cw, 256); /* the other warpgroup's turn */
+      wgmma_wait<0>();
+      fence_regs(sc);
+
+      /* scores in the log2 domain, masked where the tile needs it */
+      const int j0 = t * BN;
+      if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) sc[i] *= g.scale_log2;
+      } else {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+          const int row = m0 + r_in + ((i / 2) % 2) * 8, col = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+          sc[i] = sdpa_score(g, s, b, h, row, col, sc[i]);
+        }
+      }
+      /* online softmax: each row's max and sum over the quad of threads that hold it */
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        float mx = row_max[hr];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb * 4 + hr * 2], sc[nb * 4 + hr * 2 + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float base = mx == -INFINITY ? 0.0f : mx;
+        const float rescale = exp2f(row_max[hr] - base);
+        row_max[hr] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb) {
+          sc[nb * 4 + hr * 2] = exp2f(sc[nb * 4 + hr * 2] - base);
+          sc[nb * 4 + hr * 2 + 1] = exp2f(sc[nb * 4 + hr * 2 + 1] - base);
+          sum += sc[nb * 4 + hr * 2] + sc[nb * 4 + hr * 2 + 1];
+        }
+        row_sum[hr] = row_sum[hr] * rescale + sum;
+#pragma unroll
+        for (int nb = 0; nb < DP / 8; ++nb) o[nb * 4 + hr * 2] *= rescale, o[nb * 4 + hr * 2 + 1] *= rescale;
+      }
+      uint32_t pa[BN / 16][4];
+#pragma unroll
+      for (int kt = 0; kt < BN / 16; ++kt) {
+        pa[kt][0] = pack2<T>(sc[kt * 8 + 0], sc[kt * 8 + 1]);
+        pa[kt][1] = pack2<T>(sc[kt * 8 + 2], sc[kt * 8 + 3]);
+        pa[kt][2] = pack2<T>(sc[kt * 8 + 4], sc[kt * 8 + 5]);
+        pa[kt][3] = pack2<T>(sc[kt * 8 + 6], sc[kt * 8 + 7]);
+      }
+
+      mbar_wait(&v_full[st], parity);
+      wgmma_fence();
+#pragma unroll
+      for (int kt = 0; kt < BN / 16; ++kt) {
+        wgmma_rs<T, DP>::mma(o, pa[kt], smem_desc(v_addr + kt * 16 * 128, BN * 128, 1024), 1u);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      if (lane == 0) mbar_arrive(&empty[st]);
+    }
+    /* warpgroup 2's last hand-over (one more than warpgroup 1 waited for) is taken here, so
+     * that no arrival is left pending on barrier 1 */
+    if (cw == 0) named_bar_sync(1, 256);
+
+    /* O / sum and LSE */
+    T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float sum = row_sum[hr];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int i = m0 + r_in + hr * 8;
+      if (i >= s.sq) continue;
+      if (g.lse != nullptr && lane % 4 == 0) {
+        g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] =
+            sum > 0.0f ? (row_max[hr] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+      }
+      T *row = op + (int64_t)i * g.o.ss;
+#pragma unroll
+      for (int nb = 0; nb < DP / 8; ++nb) {
+        const int col = nb * 8 + (lane % 4) * 2;
+        if (col + 2 <= g.dv) {
+          *reinterpret_cast<uint32_t *>(row + col) = pack2<T>(o[nb * 4 + hr * 2] * inv, o[nb * 4 + hr * 2 + 1] * inv);
+        } else if (col < g.dv) {
+          row[col] = from_f<T>(o[nb * 4 + hr * 2] * inv);
+        }
+      }
+    }
+  }
+#else
+  (void)map_q, (void)map_k, (void)map_v, (void)g;
+  __trap();
+#endif
+}
+
+/* Host side: grid (query tiles, Hq, batch). */
+template <typename T, int DP>
+cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
+                             const sdpa_geom &g, cudaStream_t stream, int32_t *grid, int32_t *block,
+                             int32_t *smem_bytes) {
+  const auto kernel = sdpa_sm90_kernel<T, DP>;
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<DP>::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const dim3 gr((unsigned)((g.seqlen_q + BM - 1) / BM), (unsigned)g.heads_q, (unsigned)g.batch);
+  kernel<<<gr, THREADS, cfg<DP>::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g);
+  grid[0] = (int32_t)gr.x, grid[1] = (int32_t)gr.y, grid[2] = (int32_t)gr.z;
+  block[0] = THREADS, block[1] = block[2] = 1;
+  *smem_bytes = cfg<DP>::SMEM_BYTES;
+  return cudaGetLastError();
+}
+
+}  // namespace fa3
+}  // namespace opsi
+
+#define OPSI_SDPA_SM90_INSTANTIATE(T, DP)                                                                   \
+  template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP>(const CUtensorMap &, const CUtensorMap &,      \
+                                                          const CUtensorMap &, const opsi::sdpa_geom &,  \
+                                                          cudaStream_t, int32_t *, int32_t *, int32_t *);
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_ */

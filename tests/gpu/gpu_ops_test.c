@@ -69,6 +69,7 @@ struct gcall {
   ops_scale_params scale_p;
   ops_dropout_params dropout;
   ops_gemm_params gemm;
+  ops_sdpa_params sdpa;
   int has[MAXT]; /* optional operands present */
 };
 
@@ -399,9 +400,16 @@ static void rows_forward_case(int iter) {
   opst_rng *r = &g_rng;
   const int32_t dt = kDtypes[opst_int(r, 0, 2)];
   const int kind = iter % 3; /* layernorm, rmsnorm, softmax */
-  const int64_t cols = pick_case_cols(r, iter);
-  const int all = opst_chance(r, 0.5);
+  /* four norm cases in twelve have every optional operand on 16-byte rows whatever the draws
+   * (feature coverage must not depend on the seed): rows a warp holds, a block holds, or
+   * split across blocks */
+  const int full_vec = iter % 12 == 0 || iter % 12 == 1 || iter % 12 == 3 || iter % 12 == 4;
+  const int64_t cols = !full_vec ? pick_case_cols(r, iter)
+                       : iter % 12 < 2 ? 64 << opst_int(r, 0, 4)
+                                       : iter % 24 < 12 ? 4096 : 32768;
+  const int all = full_vec || opst_chance(r, 0.5);
   pick_layout();
+  if (full_vec) g_layout = 0;
   int64_t s[4];
   const int nd = row_case_shape(r, cols, 300000, 257, s);
   gcall c;
@@ -563,9 +571,21 @@ static void rows_backward_case(int iter) {
   opst_rng *r = &g_rng;
   const int32_t dt = kDtypes[opst_int(r, 0, 2)];
   const int kind = iter % 3; /* layernorm, rmsnorm, softmax */
-  const int64_t cols = pick_case_cols(r, iter);
-  const int all = opst_chance(r, 0.5);
+  /* four norm cases in twelve have every optional operand on 16-byte rows whatever the draws
+   * (feature coverage must not depend on the seed): rows a warp holds, a block holds, or
+   * split across blocks */
+  const int full_vec = iter % 12 == 0 || iter % 12 == 1 || iter % 12 == 3 || iter % 12 == 4;
+  /* and six in twelve read every other element (the strided kernels), rows a block holds or
+   * streamed */
+  const int strided = iter % 12 >= 6;
+  const int64_t cols = strided    ? (iter % 12 < 9 ? 1000 : 32768)
+                       : !full_vec ? pick_case_cols(r, iter)
+                       : iter % 12 < 2 ? 64 << opst_int(r, 0, 4)
+                                       : iter % 24 < 12 ? 4096 : 32768;
+  const int all = full_vec || opst_chance(r, 0.5);
   pick_layout();
+  if (full_vec) g_layout = 0;
+  if (strided) g_layout = 3;
   int64_t s[4];
   const int nd = row_case_shape(r, cols, 200000, 300, s);
   gcall c;
@@ -709,16 +729,21 @@ static void reduce_case(int iter) {
   /* every 16th row or column case is padded with whole vectors: the strided input of the vec16 kernels */
   const int padded_vec = big != 0 && iter % 16 < 2;
   if (padded_vec) g_layout = 1;
-  if (padded_vec || opst_chance(r, 0.5)) s[nd - 1] = (s[nd - 1] + 7) / 8 * 8; /* whole 16-byte vectors per row */
+  /* and every 16th row or column case keeps the reduced dim on the vec16 kernels, whatever the
+   * draws (feature coverage must not depend on the seed) */
+  const int keep_vec = iter % 16 == 4 || iter % 16 == 5;
+  if (keep_vec) g_layout = 0;
+  if (iter % 16 == 4) s[0] = 1; /* the [R, 1] output's rows are 16-byte aligned only for R == 1 */
+  if (padded_vec || keep_vec || opst_chance(r, 0.5)) s[nd - 1] = (s[nd - 1] + 7) / 8 * 8; /* whole 16-byte vectors per row */
   gcall c;
   memset(&c, 0, sizeof c);
   c.op = OPS_OP_REDUCE;
   c.run = run_reduce;
   ops_reduce_params_init(&c.reduce);
   c.reduce.op = (int32_t)opst_int(r, 0, 3);
-  c.reduce.keepdim = opst_chance(r, 0.3);
+  c.reduce.keepdim = keep_vec || opst_chance(r, 0.3);
   uint32_t axes = 0;
-  if (!padded_vec && opst_chance(r, 0.15)) {
+  if (!padded_vec && !keep_vec && opst_chance(r, 0.15)) {
     axes = OPS_REDUCE_ALL_AXES;
   } else if (big == 1) {
     axes = 2;
@@ -1309,6 +1334,163 @@ static void gemm_many_tiles(void **state) {
   }
 }
 
+/* ---- attention ----------------------------------------------------------------------- */
+
+static ops_status run_sdpa(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  /* tensors: 0 q, 1 k, 2 v, optional 3 mask, 4 cu_seqlens_q, 5 cu_seqlens_k, then 6 o, optional 7 lse */
+  ops_sdpa_params p = c->sdpa;
+  p.attn_mask = c->has[3] ? &c->v[3] : NULL;
+  p.cu_seqlens_q = c->has[4] ? &c->v[4] : NULL;
+  p.cu_seqlens_k = c->has[5] ? &c->v[5] : NULL;
+  const ops_tensor *lse = c->has[7] ? &c->v[7] : NULL;
+  if (ex) return ops_sdpa_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, ex);
+  return q ? ops_sdpa_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, q)
+           : ops_sdpa(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, ws, wsb);
+}
+
+/* A [B, S, H, D] operand (varlen: [T, H, D]) in one of the layouts attention operands come
+ * in: 0 contiguous (BSHD), 1 BHSD memory through strides, 2 rows padded by 8 elements
+ * (16-byte aligned, not contiguous), 3 random strides, axis order and offset (element loads). */
+static void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, int layout) {
+  if (layout == 3) {
+    opst_alloc(t, &g_rng, dt, nd, shape, OPST_STRIDED);
+    return;
+  }
+  int64_t w[4];
+  memcpy(w, shape, (size_t)nd * sizeof *w);
+  const int s = nd - 3, hd = nd - 2; /* the S (or T) and H axes */
+  if (layout == 1) w[s] = shape[hd], w[hd] = shape[s];
+  if (layout == 2) w[nd - 1] = shape[nd - 1] + 8;
+  opst_alloc(t, &g_rng, dt, nd, w, OPST_CONTIGUOUS);
+  if (layout == 1) {
+    const int64_t ss = t->t.strides[hd];
+    t->t.strides[hd] = t->t.strides[s], t->t.strides[s] = ss;
+    t->t.shape[s] = shape[s], t->t.shape[hd] = shape[hd];
+  }
+  if (layout == 2) t->t.shape[nd - 1] = shape[nd - 1];
+}
+
+static const int64_t kSeq[] = {1, 2, 17, 63, 64, 100, 128, 129, 200, 255, 333};
+
+/* One attention case. iter % 3 picks the head-dim class (<= 64, <= 128, <= 256) so that every
+ * head-dim kernel sees each feature; j = iter / 3 walks the features deterministically. */
+static void sdpa_case(int iter, int64_t big_seq) {
+  opst_rng *r = &g_rng;
+  const int cls = iter % 3, j = iter / 3;
+  static const int64_t kD[3][4] = {{64, 32, 40, 17}, {128, 96, 80, 72}, {256, 200, 160, 136}};
+  const int32_t dt = j % 2 == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
+  /* with a window or a value head dim of its own, head dims from the class's 16-byte multiples,
+   * so that the Hopper kernels see those features whatever the draws */
+  const int64_t d = j % 3 != 0 ? kD[cls][j % 2] : kD[cls][opst_int(r, 0, 3)];
+  const int64_t dv = j % 3 == 2 ? kD[cls][1 - j % 2] : d;
+  const int varlen = j % 4 == 2, with_mask = j % 4 == 1 || j % 8 == 4, with_lse = j % 3 != 0;
+  const int layout = j % 5 == 4 ? 3 : (int)(j % 3);
+  gcall c;
+  memset(&c, 0, sizeof c);
+  c.op = OPS_OP_SDPA;
+  c.run = run_sdpa;
+  ops_sdpa_params_init(&c.sdpa);
+  c.sdpa.causal = j % 2 == 1 || j % 8 == 6;
+  if (j % 3 == 1) { /* a sliding window; with causal its right side is the diagonal */
+    c.sdpa.window_left = (int32_t)opst_int(r, 0, 150);
+    c.sdpa.window_right = c.sdpa.causal ? (opst_chance(r, 0.5) ? 0 : -1) : (int32_t)opst_int(r, -1, 40);
+  }
+  if (opst_chance(r, 0.3)) c.sdpa.scale = (float)opst_uniform(r, 0.02, 0.3);
+  const int64_t hkv = big_seq > 0 ? 1 : opst_int(r, 1, 2);
+  const int64_t group = j % 2 == 0 && big_seq == 0 ? opst_int(r, 2, 4) : 1, hq = hkv * group;
+  int64_t batch = opst_int(r, 1, 2), sq = kSeq[opst_int(r, 0, 10)], sk = kSeq[opst_int(r, 0, 10)];
+  if (big_seq > 0) batch = 1, sq = big_seq, sk = big_seq - (iter % 2) * 3;
+  /* the CPU reference costs B Hq Sq Sk (D + Dv): keep a case under ~4e8 */
+  while (big_seq == 0 && (double)batch * hq * sq * sk * (double)(d + dv) > 4e8) sq = sq / 2 + 1;
+
+  opst_tensor tq, tk, tv, tm, tcq, tck, to, tl;
+  int64_t lens_q[4], lens_k[4], tot_q = 0, tot_k = 0, max_q = 0, max_k = 0;
+  if (varlen) {
+    batch = opst_int(r, 1, 4);
+    for (int64_t b = 0; b < batch; ++b) {
+      lens_q[b] = b == 1 ? 0 : opst_int(r, 0, sq); /* an empty sequence now and then */
+      lens_k[b] = c.sdpa.causal ? lens_q[b] + opst_int(r, 0, 40) : opst_int(r, 0, sk);
+      tot_q += lens_q[b], tot_k += lens_k[b];
+      if (lens_q[b] > max_q) max_q = lens_q[b];
+      if (lens_k[b] > max_k) max_k = lens_k[b];
+    }
+    c.sdpa.max_seqlen_q = (int32_t)(max_q + opst_int(r, 0, 3)); /* an upper bound, not always tight */
+    c.sdpa.max_seqlen_k = (int32_t)max_k;
+    const int64_t qs[3] = {tot_q, hq, d}, ks[3] = {tot_k, hkv, d}, vs[3] = {tot_k, hkv, dv}, os[3] = {tot_q, hq, dv};
+    alloc_seq(&tq, dt, 3, qs, layout);
+    alloc_seq(&tk, dt, 3, ks, layout);
+    alloc_seq(&tv, dt, 3, vs, layout);
+    alloc_seq(&to, dt, 3, os, layout % 3);
+  } else {
+    const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
+                  os[4] = {batch, sq, hq, dv};
+    alloc_seq(&tq, dt, 4, qs, layout);
+    alloc_seq(&tk, dt, 4, ks, layout);
+    alloc_seq(&tv, dt, 4, vs, layout);
+    alloc_seq(&to, dt, 4, os, layout % 3);
+  }
+  opst_fill_uniform(&tq, r, -1, 1);
+  opst_fill_uniform(&tk, r, -1, 1);
+  opst_fill_uniform(&tv, r, -1, 1);
+  add_tensor(&c, &tq, IN, -1);
+  add_tensor(&c, &tk, IN, -1);
+  add_tensor(&c, &tv, IN, -1);
+  if (with_mask) { /* broadcast over batch and / or heads; some keys removed, now and then a whole row */
+    const int64_t ms[4] = {opst_chance(r, 0.5) ? batch : 1, opst_chance(r, 0.5) ? hq : 1, sq, sk};
+    opst_alloc(&tm, r, opst_chance(r, 0.5) ? OPS_DTYPE_F32 : dt, 4, ms, OPST_CONTIGUOUS);
+    opst_fill_uniform(&tm, r, -2, 2);
+    const int64_t n = opst_numel(&tm);
+    for (int64_t e = 0; e < n; ++e) {
+      if (opst_chance(r, 0.1) || (e / sk) % 7 == 3) opst_set_flat(&tm, e, -INFINITY);
+    }
+    add_tensor(&c, &tm, IN, -1);
+  } else {
+    add_absent(&c);
+  }
+  if (varlen) {
+    const int64_t n = batch + 1;
+    opst_alloc(&tcq, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+    opst_alloc(&tck, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+    int64_t aq = 0, ak = 0;
+    for (int64_t b = 0; b <= batch; ++b) {
+      opst_set_flat(&tcq, b, (double)aq);
+      opst_set_flat(&tck, b, (double)ak);
+      if (b < batch) aq += lens_q[b], ak += lens_k[b];
+    }
+    add_tensor(&c, &tcq, IN, -1);
+    add_tensor(&c, &tck, IN, -1);
+  } else {
+    add_absent(&c);
+    add_absent(&c);
+  }
+  add_tensor(&c, &to, OUT, -1);
+  if (with_lse) {
+    const int64_t ls3[3] = {batch, hq, sq}, ls2[2] = {hq, tot_q};
+    if (varlen) opst_alloc(&tl, r, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
+    else opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
+    add_tensor(&c, &tl, OUT, -1);
+  }
+  char label[240];
+  snprintf(label, sizeof label,
+           "sdpa case %d %s batch %lld Sq %lld Sk %lld Hq %lld Hkv %lld D %lld Dv %lld layout %d%s%s "
+           "window (%d, %d)%s%s%s",
+           iter, ops_dtype_name((ops_dtype)dt), (long long)batch, (long long)(varlen ? max_q : sq),
+           (long long)(varlen ? max_k : sk), (long long)hq, (long long)hkv, (long long)d, (long long)dv, layout,
+           varlen ? " varlen" : "", c.sdpa.causal ? " causal" : "", (int)c.sdpa.window_left,
+           (int)c.sdpa.window_right, with_mask ? " mask" : "", with_lse ? " lse" : "",
+           c.sdpa.scale != 0.0f ? " scaled" : "");
+  c.label = label;
+  check_call(&c);
+  free_call(&c);
+}
+
+static void sdpa(void **state) {
+  (void)state;
+  for (int i = 0; i < 48; ++i) sdpa_case(i, 0);
+  sdpa_case(1, 4097); /* a long sequence: 65 key tiles, the tail of one query tile */
+  sdpa_case(3, 1000);
+}
+
 /* ---- the dispatcher's choices for rows of 64 to 65536 ------------------------------ */
 
 static void every_row_length_has_a_kernel(void **state) {
@@ -1374,6 +1556,7 @@ int main(void) {
       cmocka_unit_test(gemm),
       cmocka_unit_test(gemm_many_tiles),
       cmocka_unit_test(gemm_tf32),
+      cmocka_unit_test(sdpa),
       cmocka_unit_test(every_row_length_has_a_kernel),
       cmocka_unit_test(claimed_features_are_exercised),
   };

@@ -254,7 +254,8 @@ def sdpa_cases(torch, opslib, compile_on, quick):
     for name, b, s, h, d, causal in configs:
         def mk(b=b, s=s, h=h, d=d):
             q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            return {"q": q, "k": k, "v": v, "o": torch.empty(b, s, h, d, device="cuda", dtype=torch.bfloat16)}
+            # O in PyTorch's BHSD memory too, so that the outputs compare element for element
+            return {"q": q, "k": k, "v": v, "o": torch.empty(b, h, s, d, device="cuda", dtype=torch.bfloat16)}
 
         def backend(bk, causal=causal):
             def run(st):
@@ -269,12 +270,12 @@ def sdpa_cases(torch, opslib, compile_on, quick):
         nb = 2 * 4 * b * h * s * d
         cases.append(Case(
             "sdpa", "sdpa", name, "bf16", nb, flops, mk,
-            lambda st, causal=causal: opslib.sdpa(bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), causal=causal,
-                                                  out=st["o"]),
+            lambda st, causal=causal: (opslib.sdpa(bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), causal=causal,
+                                                   out=bshd(st["o"])), st["o"])[1],
             {"flash": backend(SDPBackend.FLASH_ATTENTION), "cudnn": backend(SDPBackend.CUDNN_ATTENTION),
              "efficient": backend(SDPBackend.EFFICIENT_ATTENTION)},
             explain=lambda st, causal=causal: opslib.explain("sdpa", bshd(st["q"]), bshd(st["k"]), bshd(st["v"]),
-                                                             causal=causal, out=st["o"])))
+                                                             causal=causal, out=bshd(st["o"]))))
     return cases
 
 

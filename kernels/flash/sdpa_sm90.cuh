@@ -132,91 +132,114 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     /* Tile t: issue S_t = Q K_t^T and O += P_{t-1} V_{t-1} (one turn of the ping-pong), wait
      * for S_t only; its softmax runs while P V is still in flight; then wait for P V, hand
-     * the stage of t - 1 back, rescale O and round P_t. After the last tile, its P V. */
+     * the stage of t - 1 back, rescale O and round P_t. The first tile has no P V before it
+     * and the last one's follows the loop: the steady state has no branch around a wgmma
+     * (ptxas serializes every wgmma of a kernel where it cannot see the groups). */
     uint32_t pa[BN / 16][4];
-    for (int t = t_begin; t <= t_end; ++t) {
-      const int n = t - t_begin, st = n % STAGES, pst = (n + STAGES - 1) % STAGES;
-      const bool has_s = t < t_end, has_pv = t > t_begin;
-      const uint32_t k_addr = smem_addr(sk + st * C::KV_BYTES), v_addr = smem_addr(sv + pst * C::KV_BYTES);
-      float sc[BN / 2];
-      if (has_s) mbar_wait(&k_full[st], (n / STAGES) & 1);
-      if (has_pv) mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
+    float sc[BN / 2];
+    const auto issue_s = [&](int st) {
+      const uint32_t k_addr = smem_addr(sk + st * C::KV_BYTES);
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; ++kk) {
+        const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
+        wgmma<T, BN, false>::mma(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + koff, 16, 1024),
+                                 kk > 0 ? 1u : 0u);
+      }
+      wgmma_commit();
+    };
+    const auto issue_pv = [&](int st) {
+      const uint32_t v_addr = smem_addr(sv + st * C::KV_BYTES);
+#pragma unroll
+      for (int kt = 0; kt < BN / 16; ++kt) {
+        wgmma_rs<T, DP>::mma(o, pa[kt], smem_desc(v_addr + kt * 16 * 128, BN * 128, 1024), 1u);
+      }
+      wgmma_commit();
+    };
+    /* S_t -> P_t in sc (f32) with the row statistics; returns O's rescale factors in rs */
+    const auto softmax = [&](int t, float (&rs)[2]) {
+      const int j0 = t * BN;
+      if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) sc[i] *= g.scale_log2;
+      } else {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+          const int row = m0 + r_in + ((i / 2) % 2) * 8, col = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
+          sc[i] = sdpa_score(g, s, b, h, row, col, sc[i]);
+        }
+      }
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) { /* each row's max and sum over the quad of threads that hold it */
+        float mx = row_max[hr];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb * 4 + hr * 2], sc[nb * 4 + hr * 2 + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float base = mx == -INFINITY ? 0.0f : mx;
+        rs[hr] = exp2f(row_max[hr] - base);
+        row_max[hr] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb) {
+          sc[nb * 4 + hr * 2] = exp2f(sc[nb * 4 + hr * 2] - base);
+          sc[nb * 4 + hr * 2 + 1] = exp2f(sc[nb * 4 + hr * 2 + 1] - base);
+          sum += sc[nb * 4 + hr * 2] + sc[nb * 4 + hr * 2 + 1];
+        }
+        row_sum[hr] = row_sum[hr] * rs[hr] + sum;
+      }
+    };
+    const auto round_p = [&]() {
+#pragma unroll
+      for (int kt = 0; kt < BN / 16; ++kt) {
+        pa[kt][0] = pack2<T>(sc[kt * 8 + 0], sc[kt * 8 + 1]);
+        pa[kt][1] = pack2<T>(sc[kt * 8 + 2], sc[kt * 8 + 3]);
+        pa[kt][2] = pack2<T>(sc[kt * 8 + 4], sc[kt * 8 + 5]);
+        pa[kt][3] = pack2<T>(sc[kt * 8 + 6], sc[kt * 8 + 7]);
+      }
+    };
+
+    if (t_end > t_begin) {
+      float rs[2];
+      mbar_wait(&k_full[0], 0);
       named_bar_sync(1 + cw, 256); /* my turn to issue */
       wgmma_fence();
-      if (has_s) {
-#pragma unroll
-        for (int kk = 0; kk < DP / 16; ++kk) {
-          const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
-          wgmma<T, BN, false>::mma(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + koff, 16, 1024),
-                                   kk > 0 ? 1u : 0u);
-        }
-        wgmma_commit();
-      }
-      if (has_pv) {
-#pragma unroll
-        for (int kt = 0; kt < BN / 16; ++kt) {
-          wgmma_rs<T, DP>::mma(o, pa[kt], smem_desc(v_addr + kt * 16 * 128, BN * 128, 1024), 1u);
-        }
-        wgmma_commit();
-      }
+      issue_s(0);
       named_bar_arrive(2 - cw, 256); /* the other warpgroup's turn */
-      float rescale[2] = {1.0f, 1.0f};
-      if (has_s) {
-        if (has_pv) wgmma_wait<1>();
-        else wgmma_wait<0>();
+      wgmma_wait<0>();
+      fence_regs(sc);
+      softmax(t_begin, rs); /* O is still 0: nothing to rescale */
+      round_p();
+      for (int t = t_begin + 1; t < t_end; ++t) {
+        const int n = t - t_begin, st = n % STAGES, pst = (n - 1) % STAGES;
+        mbar_wait(&k_full[st], (n / STAGES) & 1);
+        mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
+        named_bar_sync(1 + cw, 256);
+        wgmma_fence();
+        issue_s(st);
+        issue_pv(pst);
+        named_bar_arrive(2 - cw, 256);
+        wgmma_wait<1>(); /* S_t has landed; P_{t-1} V_{t-1} may still run */
         fence_regs(sc);
-        /* scores in the log2 domain, masked where the tile needs it */
-        const int j0 = t * BN;
-        if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) sc[i] *= g.scale_log2;
-        } else {
-#pragma unroll
-          for (int i = 0; i < BN / 2; ++i) {
-            const int row = m0 + r_in + ((i / 2) % 2) * 8, col = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
-            sc[i] = sdpa_score(g, s, b, h, row, col, sc[i]);
-          }
-        }
-        /* online softmax: each row's max and sum over the quad of threads that hold it */
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          float mx = row_max[hr];
-#pragma unroll
-          for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb * 4 + hr * 2], sc[nb * 4 + hr * 2 + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float base = mx == -INFINITY ? 0.0f : mx;
-          rescale[hr] = exp2f(row_max[hr] - base);
-          row_max[hr] = mx;
-          float sum = 0.0f;
-#pragma unroll
-          for (int nb = 0; nb < BN / 8; ++nb) {
-            sc[nb * 4 + hr * 2] = exp2f(sc[nb * 4 + hr * 2] - base);
-            sc[nb * 4 + hr * 2 + 1] = exp2f(sc[nb * 4 + hr * 2 + 1] - base);
-            sum += sc[nb * 4 + hr * 2] + sc[nb * 4 + hr * 2 + 1];
-          }
-          row_sum[hr] = row_sum[hr] * rescale[hr] + sum;
-        }
-      }
-      if (has_pv) {
+        softmax(t, rs);
         wgmma_wait<0>();
         fence_regs(o);
         if (lane == 0) mbar_arrive(&empty[pst]);
-      }
-      if (has_s) {
 #pragma unroll
         for (int nb = 0; nb < DP / 8; ++nb) {
-          o[nb * 4] *= rescale[0], o[nb * 4 + 1] *= rescale[0];
-          o[nb * 4 + 2] *= rescale[1], o[nb * 4 + 3] *= rescale[1];
+          o[nb * 4] *= rs[0], o[nb * 4 + 1] *= rs[0];
+          o[nb * 4 + 2] *= rs[1], o[nb * 4 + 3] *= rs[1];
         }
-#pragma unroll
-        for (int kt = 0; kt < BN / 16; ++kt) {
-          pa[kt][0] = pack2<T>(sc[kt * 8 + 0], sc[kt * 8 + 1]);
-          pa[kt][1] = pack2<T>(sc[kt * 8 + 2], sc[kt * 8 + 3]);
-          pa[kt][2] = pack2<T>(sc[kt * 8 + 4], sc[kt * 8 + 5]);
-          pa[kt][3] = pack2<T>(sc[kt * 8 + 6], sc[kt * 8 + 7]);
-        }
+        round_p();
       }
+      const int n = t_end - 1 - t_begin, pst = n % STAGES;
+      mbar_wait(&v_full[pst], (n / STAGES) & 1);
+      named_bar_sync(1 + cw, 256);
+      wgmma_fence();
+      issue_pv(pst);
+      named_bar_arrive(2 - cw, 256);
+      wgmma_wait<0>();
+      fence_regs(o);
+      if (lane == 0) mbar_arrive(&empty[pst]);
     }
     /* warpgroup 2's last hand-over (one more than warpgroup 1 waited for) is taken here, so
      * that no arrival is left pending on barrier 1 */

@@ -52,16 +52,17 @@
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 24): one thread issues the TMA loads of the Q "      \
                                 "tile and of each key tile's K and V into a 2-stage ring, K and V on their " \
-                                "own mbarriers"},                                                            \
+                                "own full and empty mbarriers"},                                                            \
                 {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 240), 64 query rows each: S = Q K^T by "   \
                                  "wgmma m64n" #BN "k16 from shared memory, online softmax in registers "     \
-                                 "(exp2), O += P V by wgmma m64n" #DP "k16 with P from registers; the two "  \
-                                 "take turns issuing (named barriers) so one's softmax overlaps the other's " \
-                                 "wgmma"}},                                                                   \
+                                 "(exp2), O += P V by wgmma m64n" #DP "k16 with P from registers; a tile's "  \
+                                 "S is issued with the previous tile's P V, whose wgmma runs under the "      \
+                                 "softmax; the two take turns issuing (named barriers) so one's softmax "     \
+                                 "overlaps the other's wgmma"}},                                                                   \
       .stages = 2,                                                                                           \
       .smem_layout = "Q 128x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as boxes of 64 columns, "     \
-                     "128-byte swizzle, 1024-byte aligned; 7 mbarriers",                                    \
-      .smem_bytes = 1024 + (128 + 4 * BN) * DP * 2 + 56, .threads = 384, .vector_bytes = 16,                 \
+                     "128-byte swizzle, 1024-byte aligned; 9 mbarriers",                                    \
+      .smem_bytes = 1024 + (128 + 4 * BN) * DP * 2 + 72, .threads = 384, .vector_bytes = 16,                 \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per query row: key tiles of " #BN " in order (online softmax), wgmma k16 steps "    \
                          "in order (f32)",                                                                   \

@@ -4,14 +4,15 @@
  * A block owns BM = 128 query rows of one (batch, head):
  *   warpgroup 0, producer (setmaxnreg 24): one thread issues the TMA loads of the Q tile
  *     and of each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns, 128-byte
- *     swizzled) into a ring of 2 stages; K and V complete on their own mbarriers so that
- *     S = Q K^T starts before V has landed.
+ *     swizzled) into a ring of 2 stages; K and V complete, and are handed back, on their own
+ *     mbarriers: S = Q K^T starts before V has landed, and the next K loads as soon as S
+ *     has read the last one (V is held a tile longer: its P V runs under the next softmax).
  *   warpgroups 1 and 2, consumers (setmaxnreg 240): 64 query rows each. Per key tile:
  *     S = Q K^T by wgmma m64nBNk16 from shared memory (f32 in registers); the mask where the
  *     tile crosses a sequence end or a window edge; online softmax in registers (exp2, scale
  *     folded into log2(e)); P rounded to 16 bits stays in registers as the A operand of
- *     O += P V, wgmma m64nDPk16 with V N-major in shared memory. The stage goes back to the
- *     producer (one arrival per consumer warp) once both wgmma groups that read it are done.
+ *     O += P V, wgmma m64nDPk16 with V N-major in shared memory. K and V go back to the
+ *     producer (one arrival per consumer warp) once the wgmma group that read each is done.
  *   Inside a warpgroup, tile t's S = Q K^T is issued together with tile t - 1's P V, and
  *   t's softmax runs while that P V is still in flight (O is rescaled once it has landed).
  *   The two consumer warpgroups take turns issuing (named barriers 1 and 2), so that one's
@@ -41,7 +42,7 @@ template <int DP> struct cfg {
   static constexpr int BN = DP == 256 ? 64 : 128;
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
-  static constexpr int BARRIER_BYTES = 8 * (1 + 3 * STAGES);
+  static constexpr int BARRIER_BYTES = 8 * (1 + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
 };
 
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t *sq = smem, *sk = smem + C::Q_BYTES, *sv = sk + STAGES * C::KV_BYTES;
   uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * C::KV_BYTES);
-  uint64_t *k_full = q_full + 1, *v_full = k_full + STAGES, *empty = v_full + STAGES;
+  uint64_t *k_full = q_full + 1, *v_full = k_full + STAGES, *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
 
   const int b = blockIdx.z, h = blockIdx.y, hk = h / g.group;
   const sdpa_seq s = sdpa_sequence(g, b);
@@ -86,7 +87,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(&k_full[st], 1);
       mbar_init(&v_full[st], 1);
-      mbar_init(&empty[st], 8); /* one arrival per consumer warp */
+      mbar_init(&k_empty[st], 8); /* one arrival per consumer warp */
+      mbar_init(&v_empty[st], 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -102,13 +104,14 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       for (int t = t_begin; t < t_end; ++t) {
         const int n = t - t_begin, st = n % STAGES;
-        mbar_wait(&empty[st], ((n / STAGES) & 1) ^ 1);
         const int32_t row = (int32_t)(s.k0 + t * BN);
+        mbar_wait(&k_empty[st], ((n / STAGES) & 1) ^ 1);
         mbar_expect_tx(&k_full[st], C::KV_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
           tma_load_4d(sk + st * C::KV_BYTES + c * BN * 128, &map_k, &k_full[st], c * 64, row, hk, bmap);
         }
+        mbar_wait(&v_empty[st], ((n / STAGES) & 1) ^ 1);
         mbar_expect_tx(&v_full[st], C::KV_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
@@ -207,6 +210,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       named_bar_arrive(2 - cw, 256); /* the other warpgroup's turn */
       wgmma_wait<0>();
       fence_regs(sc);
+      if (lane == 0) mbar_arrive(&k_empty[0]);
       softmax(t_begin, rs); /* O is still 0: nothing to rescale */
       round_p();
       for (int t = t_begin + 1; t < t_end; ++t) {
@@ -218,12 +222,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         issue_s(st);
         issue_pv(pst);
         named_bar_arrive(2 - cw, 256);
-        wgmma_wait<1>(); /* S_t has landed; P_{t-1} V_{t-1} may still run */
+        wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
         fence_regs(sc);
+        if (lane == 0) mbar_arrive(&k_empty[st]);
         softmax(t, rs);
         wgmma_wait<0>();
         fence_regs(o);
-        if (lane == 0) mbar_arrive(&empty[pst]);
+        if (lane == 0) mbar_arrive(&v_empty[pst]);
 #pragma unroll
         for (int nb = 0; nb < DP / 8; ++nb) {
           o[nb * 4] *= rs[0], o[nb * 4 + 1] *= rs[0];
@@ -239,7 +244,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       named_bar_arrive(2 - cw, 256);
       wgmma_wait<0>();
       fence_regs(o);
-      if (lane == 0) mbar_arrive(&empty[pst]);
+      if (lane == 0) mbar_arrive(&v_empty[pst]);
     }
     /* warpgroup 2's last hand-over (one more than warpgroup 1 waited for) is taken here, so
      * that no arrival is left pending on barrier 1 */

@@ -56,6 +56,13 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, fl
   return *reinterpret_cast<const uint32_t *>(&h);
 }
 
+/* 2^x by the MUFU unit (ex2.approx.ftz: 2 ulp; -inf gives +0). */
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
 template <typename T, int DP>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -159,6 +166,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       wgmma_commit();
     };
     /* S_t -> P_t in sc (f32) with the row statistics; returns O's rescale factors in rs */
+    /* S_t -> P_t in sc (f32) with the row statistics (in the log2 domain); O's rescale factors
+     * into rs. */
     const auto softmax = [&](int t, float (&rs)[2]) {
       const int j0 = t * BN;
       if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
@@ -179,13 +188,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float base = mx == -INFINITY ? 0.0f : mx;
-        rs[hr] = exp2f(row_max[hr] - base);
+        rs[hr] = fast_exp2(row_max[hr] - base);
         row_max[hr] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int nb = 0; nb < BN / 8; ++nb) {
-          sc[nb * 4 + hr * 2] = exp2f(sc[nb * 4 + hr * 2] - base);
-          sc[nb * 4 + hr * 2 + 1] = exp2f(sc[nb * 4 + hr * 2 + 1] - base);
+          sc[nb * 4 + hr * 2] = fast_exp2(sc[nb * 4 + hr * 2] - base);
+          sc[nb * 4 + hr * 2 + 1] = fast_exp2(sc[nb * 4 + hr * 2 + 1] - base);
           sum += sc[nb * 4 + hr * 2] + sc[nb * 4 + hr * 2 + 1];
         }
         row_sum[hr] = row_sum[hr] * rs[hr] + sum;

@@ -63,21 +63,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-/* 2^x on the FMA and integer pipes, for x <= 0: x = j + r with j = round(x) (by the 1.5 * 2^23
- * addition, no conversion instruction), 2^r by a cubic fitted to relative error 1.0e-4 on
- * [-0.5, 0.5] (below f16's half ulp; P is rounded to 16 bits next), 2^j added to the exponent
- * bits; 0 below -126. Head dim 64 takes a quarter of its exponentials here: the MUFU unit (16
- * a cycle) would otherwise take as long as the tensor cores. */
-__device__ __forceinline__ float poly_exp2(float x) {
-  const float xc = fmaxf(x, -126.0f);
-  const float t = xc + 12582912.0f;
-  const int32_t j = __float_as_int(t) - 0x4B400000;
-  const float r = xc - (t - 12582912.0f);
-  const float p = fmaf(fmaf(fmaf(0.0550082109f, r, 0.2422109603f), r, 0.6932830035f), r, 1.0f);
-  const float y = __uint_as_float(__float_as_uint(p) + ((uint32_t)j << 23));
-  return x < -126.0f ? 0.0f : y;
-}
-
 /* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
 template <typename T, int DP>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -208,13 +193,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         float sum = 0.0f;
 #pragma unroll
         for (int nb = 0; nb < BN / 8; ++nb) {
-          if (DP == 64 && nb % 4 == 3) {
-            sc[nb * 4 + hr * 2] = poly_exp2(sc[nb * 4 + hr * 2] - base);
-            sc[nb * 4 + hr * 2 + 1] = poly_exp2(sc[nb * 4 + hr * 2 + 1] - base);
-          } else {
-            sc[nb * 4 + hr * 2] = fast_exp2(sc[nb * 4 + hr * 2] - base);
-            sc[nb * 4 + hr * 2 + 1] = fast_exp2(sc[nb * 4 + hr * 2 + 1] - base);
-          }
+          sc[nb * 4 + hr * 2] = fast_exp2(sc[nb * 4 + hr * 2] - base);
+          sc[nb * 4 + hr * 2 + 1] = fast_exp2(sc[nb * 4 + hr * 2 + 1] - base);
           sum += sc[nb * 4 + hr * 2] + sc[nb * 4 + hr * 2 + 1];
         }
         row_sum[hr] = row_sum[hr] * rs[hr] + sum;

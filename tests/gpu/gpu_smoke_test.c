@@ -1,7 +1,7 @@
 /*
  * The GPU smoke test: on a CUDA host it proves that this build's device code runs there
  * (a kernel from the project's nvcc rule), that a CUDA handle reads the device, and that
- * ops on CUDA tensors are dispatched and, where no CUDA kernel serves them (SDPA; an f32
+ * ops on CUDA tensors are dispatched and, where no CUDA kernel serves them (f32 SDPA; an f32
  * GEMM batch past the portable kernels' grid), refused with OPS_ERR_UNSUPPORTED and a reason per candidate, with device memory untouched.
  * Without a CUDA device every test is skipped and says why.
  */
@@ -112,7 +112,8 @@ static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
   OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
   const int64_t qs[4] = {2, 64, 4, 64}, rs[2] = {128, 256}, ws[1] = {256}, bs[2] = {256, 128}, cs[2] = {128, 128};
   ops_tensor q, o, x, y, w, b, d;
-  void *pq = device_tensor(&q, OPS_DTYPE_BF16, 4, qs), *po = device_tensor(&o, OPS_DTYPE_BF16, 4, qs);
+  /* SDPA has CUDA kernels for f16 / bf16; f32 has none */
+  void *pq = device_tensor(&q, OPS_DTYPE_F32, 4, qs), *po = device_tensor(&o, OPS_DTYPE_F32, 4, qs);
   void *px = device_tensor(&x, OPS_DTYPE_F32, 2, rs), *py = device_tensor(&y, OPS_DTYPE_F32, 2, rs);
   void *pw = device_tensor(&w, OPS_DTYPE_F32, 1, ws), *pb = device_tensor(&b, OPS_DTYPE_F32, 2, bs);
   void *pd = device_tensor(&d, OPS_DTYPE_F32, 2, cs);
@@ -127,7 +128,7 @@ static void ops_without_cuda_kernels_are_refused_cleanly(void **state) {
     void *out;
     size_t bytes;
   } calls[] = {
-      {"sdpa", ops_sdpa(h, NULL, &q, &q, &q, &o, NULL, NULL, 0), po, 2 * 64 * 4 * 64 * 2},
+      {"sdpa (f32)", ops_sdpa(h, NULL, &q, &q, &q, &o, NULL, NULL, 0), po, 2 * 64 * 4 * 64 * 4},
       {"gemm (f32, batch 70000)", ops_gemm(h, NULL, &ga, &gb, &gd, NULL, 0), pgd, 70000 * 4 * 4},
   };
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {

@@ -45,16 +45,6 @@ template <int DP> __device__ __forceinline__ int swz(int r, int c) {
   return r * DP + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
 }
 
-template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-
 /* Rows [row0, row0 + ROWS) x DP columns of one head into a swizzled shared tile; rows past
  * `rows` and columns past `cols` read as zero. */
 template <typename T, int ROWS, int DP, int THREADS>

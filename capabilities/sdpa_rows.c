@@ -92,7 +92,7 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D128, "cuda_sdpa_mma_d128", 128, 128, 64, 8, 1, opsi_sdpa_cuda_mma_d128),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D256, "cuda_sdpa_mma_d256", 256, 64, 32, 4, 1, opsi_sdpa_cuda_mma_d256),
     SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 128, 0.45f, opsi_sdpa_cuda_sm90_d64),
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 144, 0.45f, opsi_sdpa_cuda_sm90_d128),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 128, 0.45f, opsi_sdpa_cuda_sm90_d128),
     SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 64, 0.45f, opsi_sdpa_cuda_sm90_d256),
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];

@@ -7,8 +7,7 @@ instantiate. Run it from the repository root after changing SHAPES:
     python3 tools/gen_wgmma.py > kernels/common/wgmma_ops.cuh
 """
 
-SHAPES = (64, 128, 144, 256)  # A and B from shared memory
-RS_SHAPES = (64, 128, 256)     # A from registers (P V: N is the head dim)
+SHAPES = (64, 128, 256)
 DTYPES = (("__nv_bfloat16", "bf16"), ("__half", "f16"))
 
 
@@ -84,7 +83,7 @@ def main():
                 out.append("  }")
                 out.append("};")
     for ctype, ptx in DTYPES:
-        for n in RS_SHAPES:
+        for n in SHAPES:
             out.append("")
             out.append(f"template <> struct wgmma_rs<{ctype}, {n}> {{")
             out.append(f"  static __device__ __forceinline__ void mma(float (&d)[{n // 2}], const uint32_t (&a)[4], "

@@ -39,7 +39,7 @@ namespace fa3 {
 enum { BM = 128, THREADS = 384, STAGES = 2 };
 
 template <int DP> struct cfg {
-  static constexpr int BN = DP == 256 ? 64 : DP == 128 ? 144 : 128;
+  static constexpr int BN = DP == 256 ? 64 : 128;
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
   static constexpr int BARRIER_BYTES = 8 * (1 + 4 * STAGES);

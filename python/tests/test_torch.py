@@ -158,6 +158,69 @@ def test_gemm_and_sdpa_run_or_refuse_with_reasons(rng):
             assert ref.rel_err(host(getattr(opslib, op)(*args, **kw)), host(want())) < 1e-2
 
 
+def torch_attention(q, k, v, causal, window, scale):
+    """PyTorch's SDPA (math, f32) on [S, H, D] tensors of one sequence, with opslib's
+    bottom-right causal / window rule as a boolean mask and GQA by repeating K and V."""
+    sq, hq, sk, hkv = q.shape[0], q.shape[1], k.shape[0], k.shape[1]
+    i = torch.arange(sq, device=DEV)[:, None]
+    j = torch.arange(sk, device=DEV)[None, :]
+    diag = sk - sq
+    keep = torch.ones(sq, sk, dtype=torch.bool, device=DEV)
+    left, right = window[0], 0 if causal else window[1]
+    if left >= 0:
+        keep &= j >= i + diag - left
+    if right >= 0:
+        keep &= j <= i + diag + right
+    kk = k.float().repeat_interleave(hq // hkv, dim=1).transpose(0, 1)
+    vv = v.float().repeat_interleave(hq // hkv, dim=1).transpose(0, 1)
+    o = torch.nn.functional.scaled_dot_product_attention(q.float().transpose(0, 1), kk, vv, attn_mask=keep,
+                                                         scale=scale)
+    o = torch.where(keep.any(dim=1)[None, :, None], o, torch.zeros_like(o))  # rows seeing no key: 0
+    return o.transpose(0, 1)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_sdpa_matches_torch_over_random_configs(rng, case):
+    """The dispatcher's kernel against PyTorch's SDPA: random batch, heads (GQA ratios 1-4,
+    MQA), seqlens (1, 17, 1000, 4097 among them), head dims 64 / 128 / 256 / 96, causal and
+    windows, varlen batches, BSHD and BHSD layouts, f16 and bf16."""
+    dtype = torch.bfloat16 if case % 2 == 0 else torch.float16
+    d = (64, 128, 256, 96)[case % 4]
+    hkv = int(rng.integers(1, 3))
+    hq = hkv * (1, 2, 4, 3)[case % 4]
+    if case % 6 == 5:
+        hkv, hq = 1, 4  # MQA
+    seqs = (1, 17, 1000, 4097, 100, 333)
+    sq, sk = seqs[case % 6], seqs[(case * 5 + 1) % 6]
+    causal = case % 3 == 1
+    window = (int(rng.integers(0, 300)), -1 if causal else int(rng.integers(-1, 50))) if case % 4 == 2 else (-1, -1)
+    scale = None if case % 5 else 0.1
+    varlen = case % 4 == 3
+    bhsd = case % 2 == 1
+    if varlen:
+        lens_q = [int(rng.integers(0, 300)) for _ in range(3)]
+        lens_k = [lq + int(rng.integers(0, 50)) if causal else int(rng.integers(1, 300)) for lq in lens_q]
+        q, k, v = randn(rng, sum(lens_q), hq, d, dtype=dtype), randn(rng, sum(lens_k), hkv, d, dtype=dtype), \
+            randn(rng, sum(lens_k), hkv, d, dtype=dtype)
+        cq = torch.tensor(np.cumsum([0] + lens_q), dtype=torch.int32, device=DEV)
+        ck = torch.tensor(np.cumsum([0] + lens_k), dtype=torch.int32, device=DEV)
+        o = opslib.sdpa(q, k, v, causal=causal, window=window, scale=scale, cu_seqlens_q=cq, cu_seqlens_k=ck,
+                        max_seqlen_q=max(lens_q), max_seqlen_k=max(lens_k), out=nan_like(q[..., :d]))
+        want = torch.cat([torch_attention(q[a:b], k[c:e], v[c:e], causal, window, scale)
+                          for a, b, c, e in zip(cq[:-1].tolist(), cq[1:].tolist(), ck[:-1].tolist(),
+                                                ck[1:].tolist())])
+    else:
+        b = int(rng.integers(1, 3)) if sq * sk < 4_000_000 else 1
+        def make(s, h):
+            t = randn(rng, b, h, s, d, dtype=dtype)
+            return t.transpose(1, 2) if bhsd else t.transpose(1, 2).contiguous()
+        q, k, v = make(sq, hq), make(sk, hkv), make(sk, hkv)
+        o = opslib.sdpa(q, k, v, causal=causal, window=window, scale=scale, out=nan_like(q))
+        want = torch.stack([torch_attention(q[i], k[i], v[i], causal, window, scale) for i in range(b)])
+    err = ref.rel_err(host(o), host(want))
+    assert err < TOL[dtype] * (2 if dtype == torch.float16 else 1), (case, err)
+
+
 def test_cpu_tensors_from_torch_use_the_cpu_backend(rng):
     x = torch.randn(5, 300, dtype=torch.bfloat16)
     w = torch.randn(300, dtype=torch.bfloat16)

@@ -116,6 +116,65 @@ __device__ __forceinline__ float sdpa_score(const sdpa_geom &g, const sdpa_seq &
   return x;
 }
 
+/* One key tile's scores -> unnormalized probabilities, in place, for the thread's two rows of
+ * the m16n8 / m64nN accumulator layout: sc[n][e] is row r0 + (e / 2) * 8, key j0 + 8 n +
+ * (lane % 4) * 2 + e % 2 (tile rows i_lo .. i_hi, within the sequence). Scores go to the log2
+ * domain (masked only where the tile needs it); each row's running max and sum are updated over
+ * the quad of threads that holds it; rs: the factor the row's O is to be rescaled by. */
+template <int NB, typename Exp2>
+__device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i_lo,
+                                                    int i_hi, int r0, int j0, int lane, float (&sc)[NB][4],
+                                                    float (&row_max)[2], float (&row_sum)[2], float (&rs)[2],
+                                                    Exp2 exp2) {
+  if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[n][e] *= g.scale_log2;
+  } else {
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sc[n][e] = sdpa_score(g, s, b, h, r0 + (e / 2) * 8, j0 + n * 8 + (lane % 4) * 2 + (e % 2), sc[n][e]);
+      }
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float mx = row_max[hr];
+#pragma unroll
+    for (int n = 0; n < NB; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
+    rs[hr] = exp2(row_max[hr] - base);
+    row_max[hr] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      sc[n][2 * hr] = exp2(sc[n][2 * hr] - base);
+      sc[n][2 * hr + 1] = exp2(sc[n][2 * hr + 1] - base);
+      sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+    }
+    row_sum[hr] = row_sum[hr] * rs[hr] + sum;
+  }
+}
+
+/* The end of query row i (the thread's part of its sum in row_sum): the sum over the quad;
+ * LSE written (once, by the quad's first thread) when asked for and the row exists; returns
+ * 1 / sum, or 0 for a row that saw no key (O = 0, LSE = -inf). */
+__device__ __forceinline__ float sdpa_finish_row(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i,
+                                                 float row_max, float row_sum, int lane) {
+  float sum = row_sum;
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  if (g.lse != nullptr && lane % 4 == 0 && i < s.sq) {
+    g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] =
+        sum > 0.0f ? (row_max + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+  }
+  return sum > 0.0f ? 1.0f / sum : 0.0f;
+}
+
 }  // namespace opsi
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_GPU_CUH_ */

@@ -133,45 +133,12 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
     }
     cp_commit();
 
-    /* scores in the log2 domain, masked where the tile needs it */
-    const int j0 = t * BN;
-    if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
+    /* scores -> probabilities (exp2f), O rescaled by the rows' new max */
+    float rs[2];
+    sdpa_online_softmax(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane, sc, row_max, row_sum, rs,
+                        [](float x) { return exp2f(x); });
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sc[n][e] *= g.scale_log2;
-    } else {
-#pragma unroll
-      for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = m0 + r_in + (e / 2) * 8, j = j0 + n * 8 + (lane % 4) * 2 + (e % 2);
-          sc[n][e] = sdpa_score(g, s, b, h, i, j, sc[n][e]);
-        }
-    }
-
-    /* online softmax: each row's max and sum over the quad of threads that hold it */
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      float mx = row_max[hr];
-#pragma unroll
-      for (int n = 0; n < BN / 8; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
-      const float rescale = exp2f(row_max[hr] - base);
-      row_max[hr] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < BN / 8; ++n) {
-        sc[n][2 * hr] = exp2f(sc[n][2 * hr] - base);
-        sc[n][2 * hr + 1] = exp2f(sc[n][2 * hr + 1] - base);
-        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
-      }
-      row_sum[hr] = row_sum[hr] * rescale + sum;
-#pragma unroll
-      for (int n = 0; n < DP / 8; ++n) o[n][2 * hr] *= rescale, o[n][2 * hr + 1] *= rescale;
-    }
+    for (int n = 0; n < DP / 8; ++n) o[n][0] *= rs[0], o[n][1] *= rs[0], o[n][2] *= rs[1], o[n][3] *= rs[1];
 
     cp_wait<1>();
     __syncthreads();
@@ -200,20 +167,12 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
   __syncwarp();
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    float sum = row_sum[hr];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     const int r = lane / 4 + hr * 8;
+    const float inv = sdpa_finish_row(g, s, b, h, m0 + warp * 16 + r, row_max[hr], row_sum[hr], lane);
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) {
       *reinterpret_cast<uint32_t *>(&so[swz<DP>(r, n * 8 + (lane % 4) * 2)]) =
           pack2<T>(o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv);
-    }
-    const int i = m0 + warp * 16 + r;
-    if (g.lse != nullptr && lane % 4 == 0 && i < s.sq) {
-      g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] =
-          sum > 0.0f ? (row_max[hr] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
     }
   }
   __syncwarp();

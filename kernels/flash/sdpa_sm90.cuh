@@ -155,40 +155,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       wgmma_commit();
     };
-    /* S_t -> P_t in sc (f32) with the row statistics; returns O's rescale factors in rs */
-    /* S_t -> P_t in sc (f32) with the row statistics (in the log2 domain); O's rescale factors
-     * into rs. */
+    /* S_t -> P_t in sc (f32; the m64nBN accumulators are BN / 8 blocks of the m16n8 layout)
+     * with the row statistics; O's rescale factors into rs */
     const auto softmax = [&](int t, float (&rs)[2]) {
-      const int j0 = t * BN;
-      if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, BN)) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) sc[i] *= g.scale_log2;
-      } else {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {
-          const int row = m0 + r_in + ((i / 2) % 2) * 8, col = j0 + (i / 4) * 8 + (lane % 4) * 2 + (i % 2);
-          sc[i] = sdpa_score(g, s, b, h, row, col, sc[i]);
-        }
-      }
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) { /* each row's max and sum over the quad of threads that hold it */
-        float mx = row_max[hr];
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(sc[nb * 4 + hr * 2], sc[nb * 4 + hr * 2 + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float base = mx == -INFINITY ? 0.0f : mx;
-        rs[hr] = fast_exp2(row_max[hr] - base);
-        row_max[hr] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; ++nb) {
-          sc[nb * 4 + hr * 2] = fast_exp2(sc[nb * 4 + hr * 2] - base);
-          sc[nb * 4 + hr * 2 + 1] = fast_exp2(sc[nb * 4 + hr * 2 + 1] - base);
-          sum += sc[nb * 4 + hr * 2] + sc[nb * 4 + hr * 2 + 1];
-        }
-        row_sum[hr] = row_sum[hr] * rs[hr] + sum;
-      }
+      sdpa_online_softmax(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane,
+                          reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max, row_sum, rs, fast_exp2);
     };
     const auto round_p = [&]() {
 #pragma unroll
@@ -253,16 +224,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      float sum = row_sum[hr];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
       const int i = m0 + r_in + hr * 8;
+      const float inv = sdpa_finish_row(g, s, b, h, i, row_max[hr], row_sum[hr], lane);
       if (i >= s.sq) continue;
-      if (g.lse != nullptr && lane % 4 == 0) {
-        g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] =
-            sum > 0.0f ? (row_max[hr] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
-      }
       T *row = op + (int64_t)i * g.o.ss;
 #pragma unroll
       for (int nb = 0; nb < DP / 8; ++nb) {

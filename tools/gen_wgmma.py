@@ -11,36 +11,25 @@ SHAPES = (64, 128, 256)
 DTYPES = (("__nv_bfloat16", "bf16"), ("__half", "f16"))
 
 
-def call(n, ptx_type, tnsp_b):
+def call(n, ptx_type, tnsp_b, a_regs=False):
+    """One m64nNk16: A by descriptor (K-major), or from registers with a_regs (4 x 32 bits a
+    thread: the m64k16 fragment; no transpose immediate for A then); B by descriptor."""
     regs = n // 2
     lines = []
     names = ", ".join(f"%{i}" for i in range(regs))
+    a_ops = 4 if a_regs else 1  # operands holding A, then B's descriptor, then the predicate's
+    a_text = "{" + ", ".join(f"%{regs + i}" for i in range(4)) + "}" if a_regs else f"%{regs}"
+    imms = f"1, 1, {tnsp_b}" if a_regs else f"1, 1, 0, {tnsp_b}"
     lines.append(f'  asm volatile(')
-    lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"')
+    lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + a_ops + 1}, 0;\\n"')
     lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "')
     lines.append(f'      "{{{names}}}, "')
-    lines.append(f'      "%{regs}, %{regs + 1}, p, 1, 1, 0, {tnsp_b};\\n}}\\n"')
+    lines.append(f'      "{a_text}, %{regs + a_ops}, p, {imms};\\n}}\\n"')
     outs = [f'"+f"(d[{i}])' for i in range(regs)]
     chunks = [", ".join(outs[i:i + 8]) for i in range(0, regs, 8)]
     lines.append("      : " + ",\n        ".join(chunks))
-    lines.append('      : "l"(desc_a), "l"(desc_b), "r"(accumulate));')
-    return "\n".join(lines)
-
-
-def call_rs(n, ptx_type):
-    """A from registers (4 x 32 bits a thread: the m64k16 fragment), B N-major in shared memory."""
-    regs = n // 2
-    lines = []
-    names = ", ".join(f"%{i}" for i in range(regs))
-    lines.append(f'  asm volatile(')
-    lines.append(f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"')
-    lines.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx_type}.{ptx_type} "')
-    lines.append(f'      "{{{names}}}, "')
-    lines.append(f'      "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, 1;\\n}}\\n"')
-    outs = [f'"+f"(d[{i}])' for i in range(regs)]
-    chunks = [", ".join(outs[i:i + 8]) for i in range(0, regs, 8)]
-    lines.append("      : " + ",\n        ".join(chunks))
-    lines.append('      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));')
+    a_in = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])' if a_regs else '"l"(desc_a)'
+    lines.append(f'      : {a_in}, "l"(desc_b), "r"(accumulate));')
     return "\n".join(lines)
 
 
@@ -89,7 +78,7 @@ def main():
             out.append(f"  static __device__ __forceinline__ void mma(float (&d)[{n // 2}], const uint32_t (&a)[4], "
                        f"uint64_t desc_b, uint32_t accumulate) {{")
             out.append("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-            out.append(call_rs(n, ptx))
+            out.append(call(n, ptx, 1, a_regs=True))
             out.append("#else")
             out.append("    (void)d, (void)a, (void)desc_b, (void)accumulate;")
             out.append("    __trap();")

@@ -103,6 +103,17 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
     assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_mma_d128");
     if (sm == 90) check_renderings(&e, (const char *const[]){"[causal, gqa, mask]", "feature", NULL});
     p.attn_mask = NULL;
+    /* a sequence axis walked backwards, or K / V broadcast over the batch (stride 0): aligned,
+     * yet no TMA map describes them, so the call is strided and only the sm_80 class serves */
+    for (int which = 0; which < 2; ++which) {
+      ops_tensor sq = gq, sk = gk;
+      if (which == 0) sq.strides[1] = -sq.strides[1];
+      else sk.strides[0] = 0;
+      OPST_OK(ops_sdpa_explain(v, &p, &sq, &sk, &sk, &gq, NULL, &e));
+      assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_mma_d128");
+      assert_non_null(strstr(e.problem, "strided"));
+      if (sm == 90) assert_int_equal(verdict_of(&e, "cuda_sdpa_sm90_d128")->reason, OPS_REASON_FEATURE);
+    }
     /* A described device explains and sizes the workspace (none), never runs. */
     size_t ws = 1;
     OPST_OK(ops_sdpa_workspace_size(v, &p, &gq, &gk, &gk, &gq, NULL, &ws));

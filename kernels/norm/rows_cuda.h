@@ -20,6 +20,7 @@ ops_status opsi_rows_cuda_bwd_vec16(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_bwd_block(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_bwd_stream(const opsi_launch *ctx, const void *args);
 ops_status opsi_rows_cuda_bwd_stream_vec16(const opsi_launch *ctx, const void *args);
+ops_status opsi_rows_cuda_bwd_staged(const opsi_launch *ctx, const void *args);
 
 #ifdef __cplusplus
 }

@@ -90,6 +90,7 @@ ops_status run(const opsi_launch *ctx, const void *argp, int variant, int vec16)
              : vec16 && g.res == nullptr ? OPSI_ROWS_FWD_VEC16_BYTES / (int)ops_dtype_size((ops_dtype)g.dtype)
                                          : OPSI_ROWS_FWD_HELD;
   if (bwd) held = g.op == opsi::ROW_SOFTMAX ? OPSI_ROWS_SM_BWD_HELD : OPSI_ROWS_NORM_BWD_HELD;
+  if (variant == OPSI_ROWS_STAGED) held = OPSI_ROWS_STAGED_HELD;
   g.cfg = opsi_rows_plan(variant, held, partials, g.rows, g.cols, vec);
   g.ws = static_cast<float *>(ctx->workspace);
 
@@ -134,4 +135,7 @@ extern "C" ops_status opsi_rows_cuda_bwd_stream(const opsi_launch *ctx, const vo
 }
 extern "C" ops_status opsi_rows_cuda_bwd_stream_vec16(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, OPSI_ROWS_STREAM, 1);
+}
+extern "C" ops_status opsi_rows_cuda_bwd_staged(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, OPSI_ROWS_STAGED, 1);
 }

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "kernels/common/cuda_common.cuh"
+#include "kernels/common/mma_sync.cuh"
 #include "kernels/norm/rows_plan.h"
 
 namespace opsi {
@@ -65,6 +66,17 @@ __device__ __forceinline__ int64_t row_off(const row_geom &g, int64_t row, int t
     row /= g.lead_shape[d];
   }
   return g.lead_ndim > 0 ? off + row * g.lead[t][0] : 0;
+}
+
+/* row_off for fewer than 2^31 rows: 32-bit divisions are inline instructions, the 64-bit ones
+ * calls whose register saves a kernel held to 64 registers cannot afford (it spilled). */
+__device__ __forceinline__ int64_t row_off32(const row_geom &g, uint32_t row, int t) {
+  int64_t off = 0;
+  for (int d = g.lead_ndim - 1; d > 0; --d) {
+    off += (int64_t)(row % (uint32_t)g.lead_shape[d]) * g.lead[t][d];
+    row /= (uint32_t)g.lead_shape[d];
+  }
+  return g.lead_ndim > 0 ? off + (int64_t)row * g.lead[t][0] : 0;
 }
 
 __device__ __forceinline__ void store_any(void *p, int64_t i, int32_t dtype, float v) {
@@ -695,6 +707,137 @@ __global__ void __launch_bounds__(OPSI_ROWS_STREAM_THREADS) row_backward_stream_
   }
 }
 
+/* Staged variant (LayerNorm / RMSNorm backward, 16-bit rows of 16-byte vectors, up to
+ * OPSI_ROWS_STAGED_MAX_COLS): at most one block of 1024 threads an SM walks row batches
+ * b, b + gridDim.x, ... (rpb rows of tpr threads each). Each thread copies its own vectors of
+ * dy and x, and the row's statistics, into its own slots of STAGES shared-memory stages by
+ * cp.async, STAGES batches ahead, so DRAM keeps streaming the next rows while a row reduces
+ * (the register variant has nothing of its block in flight across its barriers). No thread
+ * reads another's slots: the stages need no barrier. A row is read from shared memory twice
+ * (sums, then dx), holding only dweight / dbias partials (32 floats) in registers. Partials:
+ * the block's groups fold theirs through shared memory in group order into one partial row a
+ * block (ws[b * cols + c], dbias after the dweight rows), folded by row_partials_kernel. */
+template <typename T, int STAGES>
+__global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_staged_kernel(const row_geom g) {
+  constexpr int VEC = 8, MAXV = OPSI_ROWS_STAGED_HELD / VEC;
+  extern __shared__ __align__(16) unsigned char staged[];
+  __shared__ float smem[64];
+  const int tpr = g.cfg.tpr, vpt = g.cfg.vpt, lane = threadIdx.x % tpr;
+  const int nthr = OPSI_ROWS_STAGED_THREADS;
+  const int nvec = (int)(g.cols / VEC);
+  const int64_t step = (int64_t)gridDim.x * g.cfg.rpb;
+  const float inv_n = 1.0f / (float)g.cols;
+  const bool ln = g.op == ROW_LN;
+  /* slot q of stage s: q < MAXV dy vectors, then MAXV x vectors; then the two statistics
+     (compile-time offsets: runtime ones cost the registers the partials need) */
+  auto vslot = [&](int s, int q) {
+    return reinterpret_cast<uint4 *>(staged + s * OPSI_ROWS_STAGED_STAGE_BYTES) + q * nthr + threadIdx.x;
+  };
+  auto sslot = [&](int s, int q) {
+    return reinterpret_cast<float *>(staged + s * OPSI_ROWS_STAGED_STAGE_BYTES + 2 * MAXV * nthr * 16) + q * nthr +
+           threadIdx.x;
+  };
+  auto issue = [&](int64_t row0, int s) {
+    const int64_t row = row0 + threadIdx.x / tpr;
+    if (row < g.rows) {
+      const T *dy = static_cast<const T *>(g.dy) + row_off32(g, (uint32_t)row, T_DY);
+      const T *x = static_cast<const T *>(g.x) + row_off32(g, (uint32_t)row, T_X);
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        const int vi = lane + k * tpr;
+        if (k >= vpt || vi >= nvec) continue;
+        cp_async16(vslot(s, k), dy + (int64_t)vi * VEC, 16);
+        cp_async16(vslot(s, MAXV + k), x + (int64_t)vi * VEC, 16);
+      }
+      if (ln) cp_async4(sslot(s, 0), g.mean + row_off32(g, (uint32_t)row, T_MEAN));
+      cp_async4(sslot(s, 1), g.rstd + row_off32(g, (uint32_t)row, T_RSTD));
+    }
+    cp_commit(); /* empty groups too: one group per batch keeps wait_group's count */
+  };
+  auto held = [&](int s, int q, int j) {
+    return to_f(reinterpret_cast<const vec16<T> *>(vslot(s, q))->v[j]);
+  };
+  float pdw[MAXV][VEC], pdb[MAXV][VEC];
+#pragma unroll
+  for (int k = 0; k < MAXV; ++k) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) pdw[k][j] = pdb[k][j] = 0.0f;
+  }
+  const int64_t first = (int64_t)blockIdx.x * g.cfg.rpb;
+#pragma unroll 1
+  for (int s = 0; s < STAGES; ++s) issue(first + s * step, s);
+  int s = 0;
+  for (int64_t row0 = first; row0 < g.rows; row0 += step) {
+    cp_wait<STAGES - 1>(); /* this thread's copies of batch row0 have landed */
+    const int64_t row = row0 + threadIdx.x / tpr;
+    const bool active = row < g.rows;
+    bool valid[MAXV];
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) valid[k] = active && k < vpt && lane + k * tpr < nvec;
+    const float mean = active && ln ? *sslot(s, 0) : 0.0f, rstd = active ? *sslot(s, 1) : 0.0f;
+    float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!valid[k]) continue;
+      float w[VEC];
+      load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float dy = held(s, k, j), xhat = (held(s, MAXV + k, j) - mean) * rstd, gj = dy * w[j];
+        pdw[k][j] += dy * xhat, pdb[k][j] += dy;
+        s1 += gj, s2 += gj * xhat;
+      }
+    }
+    if (ln) group_sum2(s1, s2, tpr, smem);
+    else s2 = group_reduce<false>(s2, tpr, smem);
+    if (active) {
+      const float m1 = ln ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
+      T *dx = static_cast<T *>(g.y) + row_off32(g, (uint32_t)row, T_Y);
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        if (!valid[k]) continue;
+        float w[VEC], out[VEC];
+        load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float xhat = (held(s, MAXV + k, j) - mean) * rstd;
+          out[j] = rstd * (held(s, k, j) * w[j] - m1 - xhat * m2);
+        }
+        store_vec<T, VEC>(dx, lane + k * tpr, 1, out);
+      }
+    }
+    issue(row0 + STAGES * step, s); /* this thread's reads of stage s are done (their values stored) */
+    s = s + 1 == STAGES ? 0 : s + 1;
+  }
+  cp_wait<0>();
+  if (g.ws == nullptr || (g.dw == nullptr && g.db == nullptr)) return;
+  /* one partial row a block: its groups' partials folded in group order (stage 0 reused) */
+  const int rpb = g.cfg.rpb, gib = threadIdx.x / tpr;
+  float *fold = reinterpret_cast<float *>(staged);
+  for (int out = 0; out < 2; ++out) {
+    if ((out == 0 ? g.dw : g.db) == nullptr) continue;
+    float *part = g.ws + ((out == 1 && g.dw != nullptr ? gridDim.x : 0) + blockIdx.x) * g.cols;
+    if (rpb == 1) {
+#pragma unroll
+      for (int k = 0; k < MAXV; ++k) {
+        if (k < vpt && lane + k * tpr < nvec) store_f32<VEC>(part, lane + k * tpr, out == 0 ? pdw[k] : pdb[k]);
+      }
+      continue;
+    }
+    __syncthreads(); /* every thread is past its last read of the stages (or the previous fold) */
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (k < vpt && lane + k * tpr < nvec) store_f32<VEC>(fold + gib * g.cols, lane + k * tpr, out == 0 ? pdw[k] : pdb[k]);
+    }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < g.cols; c += nthr) {
+      float acc = fold[c];
+      for (int q = 1; q < rpb; ++q) acc += fold[q * g.cols + c];
+      part[c] = acc;
+    }
+  }
+}
+
 /* dweight / dbias = their `parts` partial rows summed in a fixed order (fold_partial_rows:
  * a block per FOLD_COLS columns). */
 template <typename T>
@@ -749,6 +892,19 @@ void launch_rows_forward(const row_geom &g, int variant, int vec16, cudaStream_t
   }
 }
 
+/* The staged backward: 3 stages (sm_90), a block an SM at most. */
+template <typename T>
+void launch_rows_backward_staged(const row_geom &g, cudaStream_t stream, int sm_count, int32_t *grid,
+                                 int32_t *block) {
+  constexpr int bytes = OPSI_ROWS_STAGED_STAGES * OPSI_ROWS_STAGED_STAGE_BYTES;
+  const int64_t cap = sm_count > 0 ? sm_count : 1;
+  const unsigned blocks = (unsigned)(g.cfg.blocks < cap ? g.cfg.blocks : cap);
+  auto kernel = row_backward_staged_kernel<T, OPSI_ROWS_STAGED_STAGES>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  kernel<<<blocks, OPSI_ROWS_STAGED_THREADS, bytes, stream>>>(g);
+  *grid = (int32_t)blocks, *block = OPSI_ROWS_STAGED_THREADS;
+}
+
 /* One backward variant (rows_gpu_bwd_<dtype>.cu). */
 template <typename T>
 void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_t stream, int sm_count,
@@ -759,7 +915,12 @@ void launch_rows_backward(const row_geom &g, int variant, int vec16, cudaStream_
   const bool partials = g.op != ROW_SOFTMAX && (g.dw != nullptr || g.db != nullptr);
   const unsigned partial_blocks = (unsigned)((g.cols + FOLD_COLS - 1) / FOLD_COLS);
   *block = threads, *grid = (int32_t)capped;
-  if (variant == OPSI_ROWS_STREAM) {
+  if (variant == OPSI_ROWS_STAGED) {
+    if constexpr (sizeof(T) == 2) {
+      launch_rows_backward_staged<T>(g, stream, sm_count, grid, block);
+      if (partials) row_partials_kernel<T><<<partial_blocks, FOLD_WARPS * 32, 0, stream>>>(g, *grid);
+    }
+  } else if (variant == OPSI_ROWS_STREAM) {
     const unsigned blocks = (unsigned)g.cfg.blocks;
     if (vec16) row_backward_stream_kernel<T, V><<<blocks, OPSI_ROWS_STREAM_THREADS, 0, stream>>>(g);
     else row_backward_stream_kernel<T, 1><<<blocks, OPSI_ROWS_STREAM_THREADS, 0, stream>>>(g);

@@ -23,6 +23,11 @@ opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t row
     c.tpr = 256, c.rpb = 1;
   } else if (variant == OPSI_ROWS_STREAM) {
     c.tpr = OPSI_ROWS_STREAM_THREADS, c.rpb = 1;
+  } else if (variant == OPSI_ROWS_STAGED) {
+    /* the fewest threads a row whose stages hold it; the block is always 1024 threads */
+    c.tpr = pow2_at_least((vectors + per - 1) / per);
+    if (c.tpr < 32) c.tpr = 32;
+    c.rpb = OPSI_ROWS_STAGED_THREADS / c.tpr;
   }
   c.vpt = (int32_t)((vectors + c.tpr - 1) / c.tpr);
   if (c.vpt < 1) c.vpt = 1;
@@ -39,6 +44,11 @@ opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t row
     c.groups = partials ? (groups < rows ? groups : rows) : 0;
     c.blocks = partials ? c.groups : (rows < OPSI_ROWS_STREAM_BLOCKS ? rows : OPSI_ROWS_STREAM_BLOCKS);
     if (c.blocks < 1) c.blocks = 1;
+  } else if (variant == OPSI_ROWS_STAGED) {
+    /* the launcher caps the grid further at the device's SMs; one partial row a block */
+    if (c.blocks > OPSI_ROWS_STAGED_MAX_BLOCKS) c.blocks = OPSI_ROWS_STAGED_MAX_BLOCKS;
+    if (c.blocks < 1) c.blocks = 1;
+    c.groups = partials ? c.blocks : 0;
   } else if (partials) {
     /* group g walks rows g, g + groups, ...: about one wave of groups, whole blocks */
     int64_t groups = OPSI_ROWS_BWD_THREADS / c.tpr;
@@ -86,5 +96,12 @@ size_t opsi_rows_bwd_stream_workspace(const opsi_problem *p) {
   if (!has_partials(p)) return 0;
   const opsi_rows_config c =
       opsi_rows_plan(OPSI_ROWS_STREAM, 1, 1, p->dims[OPSI_ROWS_ROWS], p->dims[OPSI_ROWS_COLS], 1);
+  return partials(p, c.groups);
+}
+
+size_t opsi_rows_bwd_staged_workspace(const opsi_problem *p) {
+  if (!has_partials(p)) return 0;
+  const opsi_rows_config c = opsi_rows_plan(OPSI_ROWS_STAGED, OPSI_ROWS_STAGED_HELD, 1, p->dims[OPSI_ROWS_ROWS],
+                                            p->dims[OPSI_ROWS_COLS], vec_of(p->dtype));
   return partials(p, c.groups);
 }

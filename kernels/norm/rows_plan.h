@@ -22,7 +22,9 @@ enum {
   OPSI_ROWS_WARP = 0,   /* a warp per row, 8 rows per block */
   OPSI_ROWS_BLOCK = 1,  /* 32..1024 threads per row, the row held in registers */
   OPSI_ROWS_SPLIT = 2,  /* forward, any length: a row cut into slices across blocks, read twice */
-  OPSI_ROWS_STREAM = 3  /* backward, any length: blocks walk rows, each row read twice */
+  OPSI_ROWS_STREAM = 3, /* backward, any length: blocks walk rows, each row read twice */
+  OPSI_ROWS_STAGED = 4  /* norm backward, sm_90, 16-bit 16-byte rows: blocks of 1024 walk the rows,
+                           the next rows' dy and x copied into shared memory (cp.async) meanwhile */
 };
 
 /* Floats of a row that one thread holds in registers, per kernel. */
@@ -44,6 +46,11 @@ enum {
 #define OPSI_ROWS_BWD_THREADS 131072    /* threads the backward's row groups aim at (~1 wave) */
 #define OPSI_ROWS_STREAM_THREADS 512    /* the stream backward's block */
 #define OPSI_ROWS_STREAM_BLOCKS 1024    /* its grid without dweight / dbias (rows beyond: walked) */
+#define OPSI_ROWS_STAGED_HELD 16        /* elements of dy and of x a thread stages per row */
+#define OPSI_ROWS_STAGED_THREADS 1024   /* the staged backward's block: one a SM */
+#define OPSI_ROWS_STAGED_MAX_COLS (OPSI_ROWS_STAGED_THREADS * OPSI_ROWS_STAGED_HELD)
+#define OPSI_ROWS_STAGED_MAX_BLOCKS 256 /* its grid: min(row batches, SMs, this); workspace for this */
+#define OPSI_ROWS_STAGED_STAGES 3         /* sm_90: 3 x 72 KB of its 227 KB */
 
 typedef struct opsi_rows_config {
   int32_t tpr, rpb, vpt;
@@ -60,6 +67,11 @@ size_t opsi_rows_split_workspace(const opsi_problem *p);
 size_t opsi_rows_bwd_vec16_workspace(const opsi_problem *p);
 size_t opsi_rows_bwd_scalar_workspace(const opsi_problem *p);
 size_t opsi_rows_bwd_stream_workspace(const opsi_problem *p);
+size_t opsi_rows_bwd_staged_workspace(const opsi_problem *p);
+/* Shared memory of one stage of the staged backward: per thread 16-byte slots for its
+ * vectors of dy and of x, and the row's two statistics. */
+#define OPSI_ROWS_STAGED_STAGE_BYTES \
+  (OPSI_ROWS_STAGED_THREADS * (2 * OPSI_ROWS_STAGED_HELD * (int)sizeof(uint16_t) + 8))
 
 #ifdef __cplusplus
 }

@@ -150,6 +150,7 @@ static void shipped_kernel_ids_never_change(void **state) {
       {207, "cuda_gemm_mma_cp"}, {208, "cuda_gemm_tf32"},
       {101, "cuda_sdpa_mma_d64"}, {102, "cuda_sdpa_mma_d128"}, {103, "cuda_sdpa_mma_d256"},
       {104, "cuda_sdpa_sm90_d64"}, {105, "cuda_sdpa_sm90_d128"}, {106, "cuda_sdpa_sm90_d256"},
+      {1305, "cuda_layernorm_backward_staged"}, {1405, "cuda_rmsnorm_backward_staged"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

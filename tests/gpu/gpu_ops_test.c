@@ -567,27 +567,32 @@ static ops_status run_softmax_bwd(ops_handle h, gcall *c, void *ws, size_t wsb, 
            : ops_softmax_backward(h, &c->softmax, &c->v[0], &c->v[1], &c->v[2], ws, wsb);
 }
 
-static void rows_backward_case(int iter) {
+/* many_rows > 0: a [many_rows, many_cols] norm case in a 16-bit dtype with dweight and dbias,
+ * rows enough that every block of the staged kernel walks several batches through its stages. */
+static void rows_backward_case(int iter, int64_t many_rows, int64_t many_cols) {
   opst_rng *r = &g_rng;
-  const int32_t dt = kDtypes[opst_int(r, 0, 2)];
-  const int kind = iter % 3; /* layernorm, rmsnorm, softmax */
+  const int32_t dt = many_rows > 0 ? (iter % 2 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16) : kDtypes[opst_int(r, 0, 2)];
+  const int kind = many_rows > 0 ? iter % 2 : iter % 3; /* layernorm, rmsnorm, softmax */
   /* four norm cases in twelve have every optional operand on 16-byte rows whatever the draws
    * (feature coverage must not depend on the seed): rows a warp holds, a block holds, or
    * split across blocks */
-  const int full_vec = iter % 12 == 0 || iter % 12 == 1 || iter % 12 == 3 || iter % 12 == 4;
+  const int full_vec = many_rows > 0 || iter % 12 == 0 || iter % 12 == 1 || iter % 12 == 3 || iter % 12 == 4;
   /* and six in twelve read every other element (the strided kernels), rows a block holds or
    * streamed */
-  const int strided = iter % 12 >= 6;
-  const int64_t cols = strided    ? (iter % 12 < 9 ? 1000 : 32768)
-                       : !full_vec ? pick_case_cols(r, iter)
+  const int strided = many_rows == 0 && iter % 12 >= 6;
+  const int64_t cols = many_rows > 0  ? many_cols
+                       : strided      ? (iter % 12 < 9 ? 1000 : 32768)
+                       : !full_vec    ? pick_case_cols(r, iter)
                        : iter % 12 < 2 ? 64 << opst_int(r, 0, 4)
-                                       : iter % 24 < 12 ? 4096 : 32768;
+                                       : (const int64_t[]){4096, 16384, 32768}[(iter / 12) % 3];
   const int all = full_vec || opst_chance(r, 0.5);
   pick_layout();
   if (full_vec) g_layout = 0;
   if (strided) g_layout = 3;
   int64_t s[4];
-  const int nd = row_case_shape(r, cols, 200000, 300, s);
+  int nd = 1;
+  if (many_rows > 0) s[0] = many_rows, s[1] = cols;
+  else nd = row_case_shape(r, cols, 200000, 300, s);
   gcall c;
   memset(&c, 0, sizeof c);
   char label[160];
@@ -699,7 +704,13 @@ static void rows_backward_case(int iter) {
 
 static void rows_backward(void **state) {
   (void)state;
-  for (int i = 0; i < 90; ++i) rows_backward_case(i);
+  for (int i = 0; i < 90; ++i) rows_backward_case(i, 0, 0);
+  /* the staged kernel (132 blocks on the H100) walks 4 or more batches a block: its stages
+     wrap around; 520 columns leave most of a row's threads one vector, lane 0 two */
+  rows_backward_case(0, 20000, 64);
+  rows_backward_case(1, 600, 16384);
+  rows_backward_case(0, 10000, 520);
+  rows_backward_case(1, 2400, 4096);
 }
 
 /* ---- reductions -------------------------------------------------------------------- */

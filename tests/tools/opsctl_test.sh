@@ -50,7 +50,9 @@ check "usage: no broadcast" 2 "shapes that do not broadcast" -- explain binary -
 check "explain unary" 0 "variant=2" -- explain unary --x 7 --fn gelu_tanh
 check "explain dropout" 0 "* cuda_dropout_vec16" -- explain dropout --x 16384,4096 --sm 90
 check "explain layernorm_backward" 0 "rows=16384 cols=4096 [bias, dweight]" -- explain layernorm_backward --x 16384,4096 --dweight --dbias --sm 90
-check "explain rmsnorm_backward long rows" 0 "* cuda_rmsnorm_backward_stream_vec16" -- explain rmsnorm_backward --x 4096,16384 --dweight --sm 90
+check "explain rmsnorm_backward long rows" 0 "* cuda_rmsnorm_backward_stream_vec16" -- explain rmsnorm_backward --x 4096,32768 --dweight --sm 90
+check "explain rmsnorm_backward staged on sm_90" 0 "* cuda_rmsnorm_backward_staged" -- explain rmsnorm_backward --x 4096,16384 --dweight --sm 90
+check "explain layernorm_backward staged needs sm_90" 0 "cuda_layernorm_backward_staged id 1305  sm_too_old" -- explain layernorm_backward --x 16384,4096 --dweight --dbias --sm 80
 check "explain softmax_backward" 0 "chosen: cpu_softmax_backward_ref" -- explain softmax_backward --x 64,1000
 check_json "explain layernorm_backward --json" -- explain layernorm_backward --x 8,64 --dbias --json
 check "fuse gemm,bias,gelu" 0 "applied  gemm_bias_act" -- fuse gemm,bias,gelu --m 8192 --n 4096 --k 4096 --cpu

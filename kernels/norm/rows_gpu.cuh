@@ -725,7 +725,7 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
   const int tpr = g.cfg.tpr, vpt = g.cfg.vpt, lane = threadIdx.x % tpr;
   const int nthr = OPSI_ROWS_STAGED_THREADS;
   const int nvec = (int)(g.cols / VEC);
-  const int64_t step = (int64_t)gridDim.x * g.cfg.rpb;
+  const uint32_t step = gridDim.x * (uint32_t)g.cfg.rpb, nrows = (uint32_t)g.rows; /* rows < 2^31 */
   const float inv_n = 1.0f / (float)g.cols;
   const bool ln = g.op == ROW_LN;
   /* slot q of stage s: q < MAXV dy vectors, then MAXV x vectors; then the two statistics
@@ -737,11 +737,11 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
     return reinterpret_cast<float *>(staged + s * OPSI_ROWS_STAGED_STAGE_BYTES + 2 * MAXV * nthr * 16) + q * nthr +
            threadIdx.x;
   };
-  auto issue = [&](int64_t row0, int s) {
-    const int64_t row = row0 + threadIdx.x / tpr;
-    if (row < g.rows) {
-      const T *dy = static_cast<const T *>(g.dy) + row_off32(g, (uint32_t)row, T_DY);
-      const T *x = static_cast<const T *>(g.x) + row_off32(g, (uint32_t)row, T_X);
+  auto issue = [&](uint32_t row0, int s) {
+    const uint32_t row = row0 + threadIdx.x / tpr;
+    if (row < nrows) {
+      const T *dy = static_cast<const T *>(g.dy) + row_off32(g, row, T_DY);
+      const T *x = static_cast<const T *>(g.x) + row_off32(g, row, T_X);
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
         const int vi = lane + k * tpr;
@@ -749,13 +749,16 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
         cp_async16(vslot(s, k), dy + (int64_t)vi * VEC, 16);
         cp_async16(vslot(s, MAXV + k), x + (int64_t)vi * VEC, 16);
       }
-      if (ln) cp_async4(sslot(s, 0), g.mean + row_off32(g, (uint32_t)row, T_MEAN));
-      cp_async4(sslot(s, 1), g.rstd + row_off32(g, (uint32_t)row, T_RSTD));
+      if (ln) cp_async4(sslot(s, 0), g.mean + row_off32(g, row, T_MEAN));
+      cp_async4(sslot(s, 1), g.rstd + row_off32(g, row, T_RSTD));
     }
     cp_commit(); /* empty groups too: one group per batch keeps wait_group's count */
   };
-  auto held = [&](int s, int q, int j) {
-    return to_f(reinterpret_cast<const vec16<T> *>(vslot(s, q))->v[j]);
+  /* one 16-byte shared load a vector (element-wise reads compiled to 8 loads of 2 bytes) */
+  auto held = [&](int s, int q) {
+    vec16<T> v;
+    *reinterpret_cast<uint4 *>(&v) = *vslot(s, q);
+    return v;
   };
   float pdw[MAXV][VEC], pdb[MAXV][VEC];
 #pragma unroll
@@ -763,14 +766,14 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
 #pragma unroll
     for (int j = 0; j < VEC; ++j) pdw[k][j] = pdb[k][j] = 0.0f;
   }
-  const int64_t first = (int64_t)blockIdx.x * g.cfg.rpb;
+  const uint32_t first = blockIdx.x * (uint32_t)g.cfg.rpb;
 #pragma unroll 1
   for (int s = 0; s < STAGES; ++s) issue(first + s * step, s);
   int s = 0;
-  for (int64_t row0 = first; row0 < g.rows; row0 += step) {
+  for (uint32_t row0 = first; row0 < nrows; row0 += step) {
     cp_wait<STAGES - 1>(); /* this thread's copies of batch row0 have landed */
-    const int64_t row = row0 + threadIdx.x / tpr;
-    const bool active = row < g.rows;
+    const uint32_t row = row0 + threadIdx.x / tpr;
+    const bool active = row < nrows;
     bool valid[MAXV];
 #pragma unroll
     for (int k = 0; k < MAXV; ++k) valid[k] = active && k < vpt && lane + k * tpr < nvec;
@@ -781,9 +784,10 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
       if (!valid[k]) continue;
       float w[VEC];
       load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+      const vec16<T> dyv = held(s, k), xv = held(s, MAXV + k);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const float dy = held(s, k, j), xhat = (held(s, MAXV + k, j) - mean) * rstd, gj = dy * w[j];
+        const float dy = to_f(dyv.v[j]), xhat = (to_f(xv.v[j]) - mean) * rstd, gj = dy * w[j];
         pdw[k][j] += dy * xhat, pdb[k][j] += dy;
         s1 += gj, s2 += gj * xhat;
       }
@@ -792,16 +796,17 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
     else s2 = group_reduce<false>(s2, tpr, smem);
     if (active) {
       const float m1 = ln ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
-      T *dx = static_cast<T *>(g.y) + row_off32(g, (uint32_t)row, T_Y);
+      T *dx = static_cast<T *>(g.y) + row_off32(g, row, T_Y);
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
         if (!valid[k]) continue;
         float w[VEC], out[VEC];
         load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+        const vec16<T> dyv = held(s, k), xv = held(s, MAXV + k);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          const float xhat = (held(s, MAXV + k, j) - mean) * rstd;
-          out[j] = rstd * (held(s, k, j) * w[j] - m1 - xhat * m2);
+          const float xhat = (to_f(xv.v[j]) - mean) * rstd;
+          out[j] = rstd * (to_f(dyv.v[j]) * w[j] - m1 - xhat * m2);
         }
         store_vec<T, VEC>(dx, lane + k * tpr, 1, out);
       }

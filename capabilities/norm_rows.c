@@ -126,8 +126,9 @@
       .workspace_formula = STREAM_WS, .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream_vec16,       \
   }
 
-#define STAGED_ORDER "per row: sums over the thread's vectors, butterfly, warps in order; dweight / dbias: " \
-  "per thread over its group's rows, the block's groups in order, then the blocks' partial rows in order"
+#define STAGED_ORDER "per row: sums over the thread's vectors, butterfly, then the warps' partials by a " \
+  "butterfly; dweight / dbias: per thread over its group's rows, the block's groups in order, then the "  \
+  "blocks' partial rows in order"
 
 /* The staged norm backward (sm_90: 3 stages of 72 KB; 16-bit rows; f32 rows, and other GPUs,
  * take the register or stream variants). */
@@ -136,22 +137,24 @@
       .id = ID##_STAGED, .name = "cuda_" OPNAME "_staged", .op = OPID, .backend = OPS_DEVICE_CUDA,             \
       .sm_min = 90, .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),    \
       .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                            \
-      .variants = OPSI_ALL_VARIANTS, .deterministic = 1, .unit = OPSI_UNIT_FFMA, .tiling = OPSI_NO_TILING,      \
+      .variants = OPSI_ALL_VARIANTS, .deterministic = 1, .unit = OPSI_UNIT_FFMA, .tiling = OPSI_NO_TILING,     \
       .tests = OPSI_GPU_TESTS, .flags = OPSI_F_DWEIGHT | OPSI_F_BIAS, .align = 16,                             \
-      .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .dim_max = {[OPSI_ROWS_ROWS] = 2147483647, [OPSI_ROWS_COLS] = OPSI_ROWS_STAGED_MAX_COLS},      \
-      .threads = OPSI_ROWS_STAGED_THREADS, .vector_bytes = 16, .stages = OPSI_ROWS_STAGED_STAGES,           \
-      .efficiency = 0.9f, .bytes_factor = 1.02f,                                                                \
-      .roles = {{"row groups", 32, "blocks of 1024 threads, at most one an SM, walk batches of rows (32..1024 " \
-                                   "threads a row, the fewest whose stages hold <= 16 elements each of dy "   \
+      .dim_multiple = {[OPSI_ROWS_COLS] = 8},                                                                  \
+      .dim_max = {[OPSI_ROWS_ROWS] = 2147483647, [OPSI_ROWS_COLS] = OPSI_ROWS_STAGED_MAX_COLS},                \
+      .threads = OPSI_ROWS_STAGED_THREADS, .vector_bytes = 16, .stages = OPSI_ROWS_STAGED_STAGES,              \
+      .efficiency = 0.9f, .bytes_factor = 1.02f,                                                               \
+      .roles = {{"row groups", 32, "blocks of 1024 threads, at most one an SM, walk batches of rows (32..1024 "\
+                                   "threads a row, the fewest whose stages hold <= 16 elements each of dy "    \
                                    "and x); each thread cp.async-copies its own vectors of the batches 1..3 "  \
-                                   "ahead, reads them twice from shared memory (sums, then dx) and keeps "    \
-                                   "dweight / dbias partials in registers"}},                                \
-      .smem_layout = "3 stages of 1024 x (2 x 2 16-byte vectors + 8 bytes of statistics), each thread's "   \
-                     "slots its own "                                                                          \
-                     "(no barrier between copy and use); stage 0 reused to fold the block's partials; "        \
-                     "256 B of row partials",                                                                  \
-      .smem_bytes = OPSI_ROWS_STAGED_STAGES * OPSI_ROWS_STAGED_STAGE_BYTES + 256, .reduction_order = STAGED_ORDER,                                      \
-      .workspace_formula = "blocks * N * 4 bytes per requested dweight / dbias, blocks = min(rows / rows a "    \
+                                   "ahead, reads them twice from shared memory (sums, then dx) and keeps "     \
+                                   "dweight / dbias partials in registers"}},                                  \
+      .smem_layout = "3 stages of 1024 x (2 x 2 16-byte vectors + 8 bytes of statistics), each thread's "      \
+                     "slots its own (no barrier between copy and use); stage 0 reused to fold the block's "    \
+                     "partials; 512 B: the warps' two row partials, two halves taken in turn (one barrier "    \
+                     "a row)",                                                                                 \
+      .smem_bytes = OPSI_ROWS_STAGED_STAGES * OPSI_ROWS_STAGED_STAGE_BYTES + 512,                              \
+      .reduction_order = STAGED_ORDER,                                                                         \
+      .workspace_formula = "blocks * N * 4 bytes per requested dweight / dbias, blocks = min(rows / rows a "   \
                            "block, 256), else 0",                                                              \
       .workspace = opsi_rows_bwd_staged_workspace, .launch = opsi_rows_cuda_bwd_staged,                        \
   }

@@ -124,6 +124,32 @@ __device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *s
   for (int w = 1; w < wpg; ++w) a += smem[first + w], b += smem[32 + first + w];
 }
 
+/* Two sums over the group for the staged kernel: the warps' partials summed by a butterfly
+ * across a warp instead of each thread adding all of them in turn (a 1024-thread row: 2 loads
+ * and 10 shuffles a thread, not 64 loads and adds), and one barrier a reduction: `parity`
+ * alternates the halves of smem (128 floats), and a thread can only write a half again after
+ * the next reduction's barrier, which every reader of it has passed. Fixed order: every lane
+ * ends with the same bits (xor butterflies add the same pairs), run after run. */
+__device__ __forceinline__ void group_sum2_tree(float &a, float &b, int tpr, float *smem, int parity) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
+    b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
+  }
+  if (tpr <= 32) return;
+  float *half = smem + 64 * parity;
+  if ((threadIdx.x & 31) == 0) half[threadIdx.x >> 5] = a, half[32 + (threadIdx.x >> 5)] = b;
+  __syncthreads();
+  const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg, l = threadIdx.x & 31;
+  a = l < wpg ? half[first + l] : 0.0f;
+  b = l < wpg ? half[32 + first + l] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
+    b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
+  }
+}
+
 /* Loads vector `vi` (VEC elements) of a row into out[]: one 16-byte load when VEC > 1. */
 template <typename T, int VEC>
 __device__ __forceinline__ void load_vec(const T *p, int64_t vi, int64_t stride, float *out) {
@@ -721,7 +747,7 @@ template <typename T, int STAGES>
 __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_staged_kernel(const row_geom g) {
   constexpr int VEC = 8, MAXV = OPSI_ROWS_STAGED_HELD / VEC;
   extern __shared__ __align__(16) unsigned char staged[];
-  __shared__ float smem[64];
+  __shared__ float smem[128];
   const int tpr = g.cfg.tpr, vpt = g.cfg.vpt, lane = threadIdx.x % tpr;
   const int nthr = OPSI_ROWS_STAGED_THREADS;
   const int nvec = (int)(g.cols / VEC);
@@ -769,7 +795,7 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
   const uint32_t first = blockIdx.x * (uint32_t)g.cfg.rpb;
 #pragma unroll 1
   for (int s = 0; s < STAGES; ++s) issue(first + s * step, s);
-  int s = 0;
+  int s = 0, parity = 0;
   for (uint32_t row0 = first; row0 < nrows; row0 += step) {
     cp_wait<STAGES - 1>(); /* this thread's copies of batch row0 have landed */
     const uint32_t row = row0 + threadIdx.x / tpr;
@@ -792,8 +818,8 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
         s1 += gj, s2 += gj * xhat;
       }
     }
-    if (ln) group_sum2(s1, s2, tpr, smem);
-    else s2 = group_reduce<false>(s2, tpr, smem);
+    group_sum2_tree(s1, s2, tpr, smem, parity); /* RMSNorm: s1 unused */
+    parity ^= 1;
     if (active) {
       const float m1 = ln ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
       T *dx = static_cast<T *>(g.y) + row_off32(g, row, T_Y);

@@ -152,7 +152,7 @@
                      "slots its own (no barrier between copy and use); stage 0 reused to fold the block's "    \
                      "partials; 512 B: the warps' two row partials, two halves taken in turn (one barrier "    \
                      "a row)",                                                                                 \
-      .smem_bytes = OPSI_ROWS_STAGED_STAGES * OPSI_ROWS_STAGED_STAGE_BYTES + 512,                              \
+      .smem_bytes = OPSI_ROWS_STAGED_SMEM + 512,                              \
       .reduction_order = STAGED_ORDER,                                                                         \
       .workspace_formula = "blocks * N * 4 bytes per requested dweight / dbias, blocks = min(rows / rows a "   \
                            "block, 256), else 0",                                                              \

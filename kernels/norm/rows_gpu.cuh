@@ -754,14 +754,42 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
   const uint32_t step = gridDim.x * (uint32_t)g.cfg.rpb, nrows = (uint32_t)g.rows; /* rows < 2^31 */
   const float inv_n = 1.0f / (float)g.cols;
   const bool ln = g.op == ROW_LN;
-  /* slot q of stage s: q < MAXV dy vectors, then MAXV x vectors; then the two statistics
-     (compile-time offsets: runtime ones cost the registers the partials need) */
+  /* slot q of stage s: q < MAXV dy vectors, then MAXV x vectors (compile-time offsets:
+     runtime ones cost the registers the partials need) */
   auto vslot = [&](int s, int q) {
     return reinterpret_cast<uint4 *>(staged + s * OPSI_ROWS_STAGED_STAGE_BYTES) + q * nthr + threadIdx.x;
   };
-  auto sslot = [&](int s, int q) {
-    return reinterpret_cast<float *>(staged + s * OPSI_ROWS_STAGED_STAGE_BYTES + 2 * MAXV * nthr * 16) + q * nthr +
-           threadIdx.x;
+  /* The weight row, read twice a row by every group: copied once into shared memory when it
+     fits (from L1 it missed: the stages leave L1 ~28 KB, and a 16384-wide bf16 row is 32 KB,
+     its loads the kernel's long-scoreboard stalls). */
+  const int wsize = g.w_dtype == OPS_DTYPE_F32 ? 4 : 2;
+  const bool w_staged = g.cols * wsize <= OPSI_ROWS_STAGED_W_BYTES;
+  unsigned char *wsm = staged + STAGES * OPSI_ROWS_STAGED_STAGE_BYTES;
+  if (w_staged) {
+    for (int i = threadIdx.x; i < (int)(g.cols * wsize / 16); i += nthr) {
+      reinterpret_cast<uint4 *>(wsm)[i] = __ldg(static_cast<const uint4 *>(g.w) + i);
+    }
+    __syncthreads();
+  }
+  auto weight = [&](int vi, float *w) {
+    if (!w_staged) {
+      load_param<T, VEC>(g.w, vi, 1, g.w_dtype, w);
+    } else if (wsize == 4) {
+      const float4 *q = reinterpret_cast<const float4 *>(wsm) + 2 * vi;
+      const float4 a = q[0], b = q[1];
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    } else {
+      vec16<T> v;
+      *reinterpret_cast<uint4 *>(&v) = reinterpret_cast<const uint4 *>(wsm)[vi];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) w[j] = to_f(v.v[j]);
+    }
+  };
+  /* the row's statistics, loaded one batch ahead into registers */
+  auto stats = [&](uint32_t row0, float &mean, float &rstd) {
+    const uint32_t row = row0 + threadIdx.x / tpr;
+    mean = row < nrows && ln ? __ldg(g.mean + row_off32(g, row, T_MEAN)) : 0.0f;
+    rstd = row < nrows ? __ldg(g.rstd + row_off32(g, row, T_RSTD)) : 0.0f;
   };
   auto issue = [&](uint32_t row0, int s) {
     const uint32_t row = row0 + threadIdx.x / tpr;
@@ -775,8 +803,6 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
         cp_async16(vslot(s, k), dy + (int64_t)vi * VEC, 16);
         cp_async16(vslot(s, MAXV + k), x + (int64_t)vi * VEC, 16);
       }
-      if (ln) cp_async4(sslot(s, 0), g.mean + row_off32(g, row, T_MEAN));
-      cp_async4(sslot(s, 1), g.rstd + row_off32(g, row, T_RSTD));
     }
     cp_commit(); /* empty groups too: one group per batch keeps wait_group's count */
   };
@@ -796,20 +822,21 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
 #pragma unroll 1
   for (int s = 0; s < STAGES; ++s) issue(first + s * step, s);
   int s = 0, parity = 0;
+  float mean, rstd;
+  stats(first, mean, rstd);
   for (uint32_t row0 = first; row0 < nrows; row0 += step) {
+    float next_mean, next_rstd;
+    stats(row0 + step, next_mean, next_rstd);
     cp_wait<STAGES - 1>(); /* this thread's copies of batch row0 have landed */
     const uint32_t row = row0 + threadIdx.x / tpr;
     const bool active = row < nrows;
-    bool valid[MAXV];
-#pragma unroll
-    for (int k = 0; k < MAXV; ++k) valid[k] = active && k < vpt && lane + k * tpr < nvec;
-    const float mean = active && ln ? *sslot(s, 0) : 0.0f, rstd = active ? *sslot(s, 1) : 0.0f;
+    auto valid = [&](int k) { return active && k < vpt && lane + k * tpr < nvec; };
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int k = 0; k < MAXV; ++k) {
-      if (!valid[k]) continue;
+      if (!valid(k)) continue;
       float w[VEC];
-      load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+      weight(lane + k * tpr, w);
       const vec16<T> dyv = held(s, k), xv = held(s, MAXV + k);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -825,9 +852,9 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
       T *dx = static_cast<T *>(g.y) + row_off32(g, row, T_Y);
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
-        if (!valid[k]) continue;
+        if (!valid(k)) continue;
         float w[VEC], out[VEC];
-        load_param<T, VEC>(g.w, lane + k * tpr, g.w_stride, g.w_dtype, w);
+        weight(lane + k * tpr, w);
         const vec16<T> dyv = held(s, k), xv = held(s, MAXV + k);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
@@ -839,6 +866,7 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
     }
     issue(row0 + STAGES * step, s); /* this thread's reads of stage s are done (their values stored) */
     s = s + 1 == STAGES ? 0 : s + 1;
+    mean = next_mean, rstd = next_rstd;
   }
   cp_wait<0>();
   if (g.ws == nullptr || (g.dw == nullptr && g.db == nullptr)) return;
@@ -927,7 +955,7 @@ void launch_rows_forward(const row_geom &g, int variant, int vec16, cudaStream_t
 template <typename T>
 void launch_rows_backward_staged(const row_geom &g, cudaStream_t stream, int sm_count, int32_t *grid,
                                  int32_t *block) {
-  constexpr int bytes = OPSI_ROWS_STAGED_STAGES * OPSI_ROWS_STAGED_STAGE_BYTES;
+  constexpr int bytes = OPSI_ROWS_STAGED_SMEM;
   const int64_t cap = sm_count > 0 ? sm_count : 1;
   const unsigned blocks = (unsigned)(g.cfg.blocks < cap ? g.cfg.blocks : cap);
   auto kernel = row_backward_staged_kernel<T, OPSI_ROWS_STAGED_STAGES>;

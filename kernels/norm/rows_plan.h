@@ -69,9 +69,10 @@ size_t opsi_rows_bwd_scalar_workspace(const opsi_problem *p);
 size_t opsi_rows_bwd_stream_workspace(const opsi_problem *p);
 size_t opsi_rows_bwd_staged_workspace(const opsi_problem *p);
 /* Shared memory of one stage of the staged backward: per thread 16-byte slots for its
- * vectors of dy and of x, and the row's two statistics. */
-#define OPSI_ROWS_STAGED_STAGE_BYTES \
-  (OPSI_ROWS_STAGED_THREADS * (2 * OPSI_ROWS_STAGED_HELD * (int)sizeof(uint16_t) + 8))
+ * vectors of dy and of x. After the stages, the weight row when it fits W_BYTES. */
+#define OPSI_ROWS_STAGED_STAGE_BYTES (OPSI_ROWS_STAGED_THREADS * 2 * OPSI_ROWS_STAGED_HELD * (int)sizeof(uint16_t))
+#define OPSI_ROWS_STAGED_W_BYTES 32768
+#define OPSI_ROWS_STAGED_SMEM (OPSI_ROWS_STAGED_STAGES * OPSI_ROWS_STAGED_STAGE_BYTES + OPSI_ROWS_STAGED_W_BYTES)
 
 #ifdef __cplusplus
 }

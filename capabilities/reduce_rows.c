@@ -70,7 +70,8 @@ const opsi_kernel_row opsi_reduce_rows[] = {
         .dim_multiple = {[OPSI_REDUCE_OUT] = 8},
         .vector_bytes = 16,
         .efficiency = 0.92f,
-        .roles = {{"column walkers", 8, "each thread owns 16 bytes of columns over one chunk of rows, 8 loads deep"}},
+        .roles = {{"column walkers", 8, "each thread owns 16 bytes of columns over one chunk of rows, 8 loads deep; "
+                                          "3 blocks of 256 an SM (76 registers), one wave of chunks"}},
         .smem_layout = "none: registers only",
         .smem_bytes = 0,
         .reduction_order = "per output: runs of 8 rows folded in order, runs in order within a chunk, "

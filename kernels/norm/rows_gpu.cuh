@@ -124,6 +124,31 @@ __device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *s
   for (int w = 1; w < wpg; ++w) a += smem[first + w], b += smem[32 + first + w];
 }
 
+/* group_reduce with group_sum2_tree's cross-warp step: the warps' partials by a butterfly
+ * (not every thread adding them all in turn) and one barrier, `parity` (toggled here) picking
+ * the half of smem (64 floats) a reduction uses. The forward register kernels' reduction. */
+template <bool MAX>
+__device__ __forceinline__ float group_reduce_tree(float v, int tpr, float *smem, int &parity) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    v = MAX ? fmaxf(v, u) : v + u;
+  }
+  if (tpr <= 32) return v;
+  float *half = smem + 32 * parity;
+  parity ^= 1;
+  if ((threadIdx.x & 31) == 0) half[threadIdx.x >> 5] = v;
+  __syncthreads();
+  const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg, l = threadIdx.x & 31;
+  v = l < wpg ? half[first + l] : MAX ? -INFINITY : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    v = MAX ? fmaxf(v, u) : v + u;
+  }
+  return v;
+}
+
 /* Two sums over the group for the staged kernel: the warps' partials summed by a butterfly
  * across a warp instead of each thread adding all of them in turn (a 1024-thread row: 2 loads
  * and 10 shuffles a thread, not 64 loads and adds), and one barrier a reduction: `parity`
@@ -263,7 +288,8 @@ __device__ __forceinline__ float held_f(const held_t<T, VEC, RAW> &h, int j) {
  * rows hold it beside x and re-add the two in f32 at each pass, float rows add it at load. */
 template <typename T, int VEC, int MAXV, int MAXT, bool RES>
 __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(const row_geom g) {
-  __shared__ float smem[32];
+  __shared__ float smem[64];
+  int parity = 0;
   const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
   const int nvec = (int)(g.cols / VEC); /* register variants: cols <= 16384 */
   const float inv_n = 1.0f / (float)g.cols;
@@ -310,7 +336,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
 #pragma unroll
         for (int j = 0; j < VEC; ++j) m = fmaxf(m, g.scale * val(k, j));
       }
-      m = group_reduce<true>(m, tpr, smem);
+      m = group_reduce_tree<true>(m, tpr, smem, parity);
       float s = 0.0f;
       if (m != -INFINITY) {
 #pragma unroll
@@ -324,7 +350,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
           }
         }
       }
-      s = group_reduce<false>(s, tpr, smem);
+      s = group_reduce_tree<false>(s, tpr, smem, parity);
       inv_s = s > 0.0f ? 1.0f / s : 0.0f; /* an all -inf row: 0, never NaN */
     } else {
       float acc = 0.0f;
@@ -335,7 +361,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
 #pragma unroll
           for (int j = 0; j < VEC; ++j) acc += val(k, j);
         }
-        mean = group_reduce<false>(acc, tpr, smem) * inv_n;
+        mean = group_reduce_tree<false>(acc, tpr, smem, parity) * inv_n;
         acc = 0.0f;
       }
 #pragma unroll
@@ -344,7 +370,7 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc += (val(k, j) - mean) * (val(k, j) - mean);
       }
-      rstd = rsqrtf(group_reduce<false>(acc, tpr, smem) * inv_n + g.eps);
+      rstd = rsqrtf(group_reduce_tree<false>(acc, tpr, smem, parity) * inv_n + g.eps);
     }
     if (!active) continue;
     T *y = static_cast<T *>(g.y) + row_off(g, row, T_Y);

@@ -12,6 +12,8 @@
 #ifndef OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_
 #define OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_
 
+#include <type_traits>
+
 #include "kernels/common/cuda_common.cuh"
 #include "opslib/ops.h"
 
@@ -153,9 +155,11 @@ static __global__ void __launch_bounds__(FOLD_WARPS * 32) reduce_partials_kernel
   }
 }
 
-/* Each thread: VEC adjacent columns over one chunk of rows. */
+/* Each thread: VEC adjacent columns over one chunk of rows. The op is a template constant
+ * of the walk (sum / mean, or the NaN-propagating max / min): a runtime op in the loop cost
+ * the registers of both: 98 a thread, two blocks an SM, and the plan made 4 an SM: 2 waves. */
 template <typename T, int VEC>
-__global__ void __launch_bounds__(256) reduce_columns_kernel(const reduce_geom g) {
+__global__ void __launch_bounds__(256, 3) reduce_columns_kernel(const reduce_geom g) {
   const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   if (c >= g.outputs) return;
   const int64_t part = blockIdx.y, lo = part * g.chunk, hi = min(g.reduced, lo + g.chunk);
@@ -164,7 +168,9 @@ __global__ void __launch_bounds__(256) reduce_columns_kernel(const reduce_geom g
   float acc[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) acc[j] = red_identity(g.op);
-  if (VEC > 1) {
+  auto walk = [&](auto sum_tag) {
+    constexpr bool SUM = decltype(sum_tag)::value;
+    const auto comb = [&](float a, float b) { return SUM ? a + b : red_combine(g.op, a, b); };
     int64_t r = lo;
     constexpr int DEEP = 8; /* rows in flight per thread: the column walk is pure latency */
     for (; r + DEEP - 1 < hi; r += DEEP) {
@@ -175,17 +181,30 @@ __global__ void __launch_bounds__(256) reduce_columns_kernel(const reduce_geom g
       for (int j = 0; j < VEC; ++j) {
         float t = to_f(a[0].v[j]);
 #pragma unroll
-        for (int k = 1; k < DEEP; ++k) t = red_combine(g.op, t, to_f(a[k].v[j]));
-        acc[j] = red_combine(g.op, acc[j], t);
+        for (int k = 1; k < DEEP; ++k) t = comb(t, to_f(a[k].v[j]));
+        acc[j] = comb(acc[j], t);
       }
     }
-    for (; r < hi; ++r) {
-      const vec16<T> a = load16_stream(x + r * rs);
+    if (r < hi) { /* the last < DEEP rows: their loads in flight together too, added in row order */
+      vec16<T> a[DEEP - 1];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) acc[j] = red_combine(g.op, acc[j], to_f(a.v[j]));
+      for (int k = 0; k < DEEP - 1; ++k) {
+        if (r + k < hi) a[k] = load16_stream(x + (r + k) * rs);
+      }
+#pragma unroll
+      for (int k = 0; k < DEEP - 1; ++k) {
+        if (r + k >= hi) break;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] = comb(acc[j], to_f(a[k].v[j]));
+      }
     }
-  } else {
+  };
+  if (VEC == 1) {
     for (int64_t r = lo; r < hi; ++r) acc[0] = red_combine(g.op, acc[0], to_f(x[r * rs]));
+  } else if (g.op == OPS_REDUCE_SUM || g.op == OPS_REDUCE_MEAN) {
+    walk(std::true_type{});
+  } else {
+    walk(std::false_type{});
   }
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {

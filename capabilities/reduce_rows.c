@@ -70,11 +70,11 @@ const opsi_kernel_row opsi_reduce_rows[] = {
         .dim_multiple = {[OPSI_REDUCE_OUT] = 8},
         .vector_bytes = 16,
         .efficiency = 0.92f,
-        .roles = {{"column walkers", 8, "each thread owns 16 bytes of columns over one chunk of rows, 8 loads deep; "
-                                          "3 blocks of 256 an SM (76 registers), one wave of chunks"}},
+        .roles = {{"column walkers", 8, "each thread owns 16 bytes of columns over one chunk of rows, 16 loads deep; "
+                                          "2 blocks of 256 an SM, one wave of chunks"}},
         .smem_layout = "none: registers only",
         .smem_bytes = 0,
-        .reduction_order = "per output: runs of 8 rows folded in order, runs in order within a chunk, "
+        .reduction_order = "per output: runs of 16 rows folded in order, runs (then the last < 16 rows) in order within a chunk, "
                            "chunks combined in order",
         .workspace_formula = "row_chunks * outputs * 4 bytes (column_splits in reduce_plan.c), 0 for one chunk",
         .workspace = opsi_reduce_columns_workspace,

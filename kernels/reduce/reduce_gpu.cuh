@@ -157,9 +157,11 @@ static __global__ void __launch_bounds__(FOLD_WARPS * 32) reduce_partials_kernel
 
 /* Each thread: VEC adjacent columns over one chunk of rows. The op is a template constant
  * of the walk (sum / mean, or the NaN-propagating max / min): a runtime op in the loop cost
- * the registers of both: 98 a thread, two blocks an SM, and the plan made 4 an SM: 2 waves. */
+ * the registers of both. 16 rows in flight a thread, 2 blocks of 256 an SM, one wave: on the
+ * H100 (16384 x 4096 bf16) 83% of copy, against 77% for 8 rows and 3 blocks, 73% for 8 rows
+ * and 4 blocks, 61% for 4 rows and 6 blocks (same run). */
 template <typename T, int VEC>
-__global__ void __launch_bounds__(256, 3) reduce_columns_kernel(const reduce_geom g) {
+__global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geom g) {
   const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
   if (c >= g.outputs) return;
   const int64_t part = blockIdx.y, lo = part * g.chunk, hi = min(g.reduced, lo + g.chunk);
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(256, 3) reduce_columns_kernel(const reduce_geo
     constexpr bool SUM = decltype(sum_tag)::value;
     const auto comb = [&](float a, float b) { return SUM ? a + b : red_combine(g.op, a, b); };
     int64_t r = lo;
-    constexpr int DEEP = 8; /* rows in flight per thread: the column walk is pure latency */
+    constexpr int DEEP = 16; /* rows in flight per thread: the column walk is pure latency */
     for (; r + DEEP - 1 < hi; r += DEEP) {
       vec16<T> a[DEEP];
 #pragma unroll
@@ -185,14 +187,14 @@ __global__ void __launch_bounds__(256, 3) reduce_columns_kernel(const reduce_geo
         acc[j] = comb(acc[j], t);
       }
     }
-    if (r < hi) { /* the last < DEEP rows: their loads in flight together too, added in row order */
-      vec16<T> a[DEEP - 1];
+    for (; r < hi; r += 8) { /* the last < DEEP rows, 8 loads in flight at a time, in row order */
+      vec16<T> a[8];
 #pragma unroll
-      for (int k = 0; k < DEEP - 1; ++k) {
+      for (int k = 0; k < 8; ++k) {
         if (r + k < hi) a[k] = load16_stream(x + (r + k) * rs);
       }
 #pragma unroll
-      for (int k = 0; k < DEEP - 1; ++k) {
+      for (int k = 0; k < 8; ++k) {
         if (r + k >= hi) break;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc[j] = comb(acc[j], to_f(a[k].v[j]));

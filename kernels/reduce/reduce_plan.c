@@ -10,9 +10,9 @@ int64_t opsi_reduce_row_splits(int64_t rows, int64_t reduced) {
 
 int64_t opsi_reduce_column_splits(int64_t reduced, int64_t columns) {
   const int64_t col_blocks = (columns + 2047) / 2048;
-  /* one wave of 3 blocks per SM of an H100 (132 SMs; the kernel's registers allow 3), chunks
+  /* one wave of 2 blocks per SM of an H100 (132 SMs; the kernel's registers allow 2), chunks
      of >= 32 rows */
-  return clamp64(396 / (col_blocks > 0 ? col_blocks : 1), 1, clamp64(reduced / 32, 1, 1024));
+  return clamp64(264 / (col_blocks > 0 ? col_blocks : 1), 1, clamp64(reduced / 32, 1, 1024));
 }
 
 size_t opsi_reduce_rows_workspace(const opsi_problem *p) {

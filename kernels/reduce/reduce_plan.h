@@ -20,8 +20,8 @@ extern "C" {
  * a chunk of at least 4096 elements; ~264 blocks in all, two per H100 SM). */
 int64_t opsi_reduce_row_splits(int64_t rows, int64_t reduced);
 
-/* Row chunks of a column reduction over an [R, K] view: ~396 blocks of 256 threads x 8
- * columns in all (one wave of 3 an SM), at least 32 rows a chunk, at most 1024 chunks. */
+/* Row chunks of a column reduction over an [R, K] view: ~264 blocks of 256 threads x 8
+ * columns in all (one wave of 2 an SM), at least 32 rows a chunk, at most 1024 chunks. */
 int64_t opsi_reduce_column_splits(int64_t reduced, int64_t columns);
 
 size_t opsi_reduce_rows_workspace(const opsi_problem *p);

@@ -47,7 +47,7 @@
       .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
       .variants = OPSI_ALL_VARIANTS,                                                                         \
       .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_DV_NE_D,      \
-      .align = 16, .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                       \
+      .align = 16, .dim_min = {[OPSI_SDPA_SK] = 1, [OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                   \
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 24): one thread issues the TMA loads of the Q "      \

@@ -175,8 +175,9 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
       OPSI_TRY(opsi_check_shape(v, "lse", lse, 3, l_shape, "[B, Hq, Sq] from q"));
     }
   }
-  const int64_t seqlen_q = varlen ? p.max_seqlen_q : sq;
-  const int64_t seqlen_k = varlen ? p.max_seqlen_k : sk;
+  /* with no query (key) rows at all, every sequence is empty whatever max_seqlen says */
+  const int64_t seqlen_q = sq == 0 ? 0 : varlen ? p.max_seqlen_q : sq;
+  const int64_t seqlen_k = sk == 0 ? 0 : varlen ? p.max_seqlen_k : sk;
 
   memset(a, 0, sizeof *a);
   if (p.attn_mask != NULL) {

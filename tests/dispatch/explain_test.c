@@ -114,6 +114,16 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
       assert_non_null(strstr(e.problem, "strided"));
       if (sm == 90) assert_int_equal(verdict_of(&e, "cuda_sdpa_sm90_d128")->reason, OPS_REASON_FEATURE);
     }
+    /* no key rows at all: no TMA map describes an empty axis, the Hopper rows need Sk >= 1 */
+    if (sm == 90) {
+      const int64_t ks0[4] = {2, 0, 4, 128};
+      ops_tensor k0 = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks0);
+      p.causal = 0;
+      OPST_OK(ops_sdpa_explain(v, &p, &gq, &k0, &k0, &gq, NULL, &e));
+      p.causal = 1;
+      assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_mma_d128");
+      assert_int_equal(verdict_of(&e, "cuda_sdpa_sm90_d128")->reason, OPS_REASON_SHAPE);
+    }
     /* A described device explains and sizes the workspace (none), never runs. */
     size_t ws = 1;
     OPST_OK(ops_sdpa_workspace_size(v, &p, &gq, &gk, &gk, &gq, NULL, &ws));

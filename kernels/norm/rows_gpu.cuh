@@ -58,23 +58,16 @@ struct row_geom {
 
 /* Row `row`'s offset in tensor t. The outermost index needs no division (row < rows), so
  * the usual case, leading axes that merged into one, is a single multiply: a 64-bit
- * division per row and tensor costs more instructions than the row's elements. */
-__device__ __forceinline__ int64_t row_off(const row_geom &g, int64_t row, int t) {
+ * division per row and tensor costs more instructions than the row's elements. I: the index
+ * type of the divisions; uint32_t where rows < 2^31 (the staged kernel): 32-bit divisions are
+ * inline instructions, the 64-bit ones calls whose register saves a kernel held to 64
+ * registers cannot afford (it spilled). */
+template <typename I>
+__device__ __forceinline__ int64_t row_off(const row_geom &g, I row, int t) {
   int64_t off = 0;
   for (int d = g.lead_ndim - 1; d > 0; --d) {
-    off += (row % g.lead_shape[d]) * g.lead[t][d];
-    row /= g.lead_shape[d];
-  }
-  return g.lead_ndim > 0 ? off + row * g.lead[t][0] : 0;
-}
-
-/* row_off for fewer than 2^31 rows: 32-bit divisions are inline instructions, the 64-bit ones
- * calls whose register saves a kernel held to 64 registers cannot afford (it spilled). */
-__device__ __forceinline__ int64_t row_off32(const row_geom &g, uint32_t row, int t) {
-  int64_t off = 0;
-  for (int d = g.lead_ndim - 1; d > 0; --d) {
-    off += (int64_t)(row % (uint32_t)g.lead_shape[d]) * g.lead[t][d];
-    row /= (uint32_t)g.lead_shape[d];
+    off += (int64_t)(row % (I)g.lead_shape[d]) * g.lead[t][d];
+    row /= (I)g.lead_shape[d];
   }
   return g.lead_ndim > 0 ? off + (int64_t)row * g.lead[t][0] : 0;
 }
@@ -814,14 +807,14 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
   /* the row's statistics, loaded one batch ahead into registers */
   auto stats = [&](uint32_t row0, float &mean, float &rstd) {
     const uint32_t row = row0 + threadIdx.x / tpr;
-    mean = row < nrows && ln ? __ldg(g.mean + row_off32(g, row, T_MEAN)) : 0.0f;
-    rstd = row < nrows ? __ldg(g.rstd + row_off32(g, row, T_RSTD)) : 0.0f;
+    mean = row < nrows && ln ? __ldg(g.mean + row_off<uint32_t>(g, row, T_MEAN)) : 0.0f;
+    rstd = row < nrows ? __ldg(g.rstd + row_off<uint32_t>(g, row, T_RSTD)) : 0.0f;
   };
   auto issue = [&](uint32_t row0, int s) {
     const uint32_t row = row0 + threadIdx.x / tpr;
     if (row < nrows) {
-      const T *dy = static_cast<const T *>(g.dy) + row_off32(g, row, T_DY);
-      const T *x = static_cast<const T *>(g.x) + row_off32(g, row, T_X);
+      const T *dy = static_cast<const T *>(g.dy) + row_off<uint32_t>(g, row, T_DY);
+      const T *x = static_cast<const T *>(g.x) + row_off<uint32_t>(g, row, T_X);
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
         const int vi = lane + k * tpr;
@@ -875,7 +868,7 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
     parity ^= 1;
     if (active) {
       const float m1 = ln ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
-      T *dx = static_cast<T *>(g.y) + row_off32(g, row, T_Y);
+      T *dx = static_cast<T *>(g.y) + row_off<uint32_t>(g, row, T_Y);
 #pragma unroll
       for (int k = 0; k < MAXV; ++k) {
         if (!valid(k)) continue;

@@ -130,8 +130,8 @@
   "butterfly; dweight / dbias: per thread over its group's rows, the block's groups in order, then the "  \
   "blocks' partial rows in order"
 
-/* The staged norm backward (sm_90: 3 stages of 72 KB; 16-bit rows; f32 rows, and other GPUs,
- * take the register or stream variants). */
+/* The staged norm backward (sm_90: 3 stages of 64 KB and the weight row; 16-bit rows; f32 rows,
+ * and other GPUs, take the register or stream variants). */
 #define STAGED_BWD_ROW(OPNAME, OPID, ID)                                                                       \
   {                                                                                                            \
       .id = ID##_STAGED, .name = "cuda_" OPNAME "_staged", .op = OPID, .backend = OPS_DEVICE_CUDA,             \
@@ -146,12 +146,13 @@
       .roles = {{"row groups", 32, "blocks of 1024 threads, at most one an SM, walk batches of rows (32..1024 "\
                                    "threads a row, the fewest whose stages hold <= 16 elements each of dy "    \
                                    "and x); each thread cp.async-copies its own vectors of the batches 1..3 "  \
-                                   "ahead, reads them twice from shared memory (sums, then dx) and keeps "     \
-                                   "dweight / dbias partials in registers"}},                                  \
-      .smem_layout = "3 stages of 1024 x (2 x 2 16-byte vectors + 8 bytes of statistics), each thread's "      \
-                     "slots its own (no barrier between copy and use); stage 0 reused to fold the block's "    \
-                     "partials; 512 B: the warps' two row partials, two halves taken in turn (one barrier "    \
-                     "a row)",                                                                                 \
+                                   "ahead, reads them twice from shared memory (sums, then dx), prefetches "  \
+                                   "the row statistics into registers a batch ahead and keeps dweight / "     \
+                                   "dbias partials in registers"}},                                            \
+      .smem_layout = "3 stages of 1024 x 2 x 2 16-byte vectors of dy and x, each thread's slots its own "     \
+                     "(no barrier between copy and use); 32 KB: the weight row when it fits; stage 0 reused "  \
+                     "to fold the block's partials; 512 B: the warps' two row partials, two halves taken in "  \
+                     "turn (one barrier a row)",                                                               \
       .smem_bytes = OPSI_ROWS_STAGED_SMEM + 512,                              \
       .reduction_order = STAGED_ORDER,                                                                         \
       .workspace_formula = "blocks * N * 4 bytes per requested dweight / dbias, blocks = min(rows / rows a "   \

@@ -65,12 +65,6 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_b
                "l"(src), "r"(src_bytes)
                : "memory");
 }
-/* 4 bytes (cp.async copies of under 16 bytes go through L1: .ca). */
-__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-}
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");

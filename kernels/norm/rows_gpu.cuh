@@ -755,8 +755,9 @@ __global__ void __launch_bounds__(OPSI_ROWS_STREAM_THREADS) row_backward_stream_
 /* Staged variant (LayerNorm / RMSNorm backward, 16-bit rows of 16-byte vectors, up to
  * OPSI_ROWS_STAGED_MAX_COLS): at most one block of 1024 threads an SM walks row batches
  * b, b + gridDim.x, ... (rpb rows of tpr threads each). Each thread copies its own vectors of
- * dy and x, and the row's statistics, into its own slots of STAGES shared-memory stages by
- * cp.async, STAGES batches ahead, so DRAM keeps streaming the next rows while a row reduces
+ * dy and x into its own slots of STAGES shared-memory stages by cp.async, STAGES batches
+ * ahead (the row's statistics one batch ahead into registers; the weight row once a block into
+ * shared memory when it fits), so DRAM keeps streaming the next rows while a row reduces
  * (the register variant has nothing of its block in flight across its barriers). No thread
  * reads another's slots: the stages need no barrier. A row is read from shared memory twice
  * (sums, then dx), holding only dweight / dbias partials (32 floats) in registers. Partials:

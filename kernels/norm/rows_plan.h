@@ -50,7 +50,7 @@ enum {
 #define OPSI_ROWS_STAGED_THREADS 1024   /* the staged backward's block: one a SM */
 #define OPSI_ROWS_STAGED_MAX_COLS (OPSI_ROWS_STAGED_THREADS * OPSI_ROWS_STAGED_HELD)
 #define OPSI_ROWS_STAGED_MAX_BLOCKS 256 /* its grid: min(row batches, SMs, this); workspace for this */
-#define OPSI_ROWS_STAGED_STAGES 3         /* sm_90: 3 x 72 KB of its 227 KB */
+#define OPSI_ROWS_STAGED_STAGES 3       /* sm_90: 3 x 64 KB + the 32 KB weight row of its 227 KB */
 
 typedef struct opsi_rows_config {
   int32_t tpr, rpb, vpt;

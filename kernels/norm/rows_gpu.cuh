@@ -145,17 +145,19 @@ __device__ __forceinline__ float group_reduce_tree(float v, int tpr, float *smem
 /* Two sums over the group for the staged kernel: the warps' partials summed by a butterfly
  * across a warp instead of each thread adding all of them in turn (a 1024-thread row: 2 loads
  * and 10 shuffles a thread, not 64 loads and adds), and one barrier a reduction: `parity`
- * alternates the halves of smem (128 floats), and a thread can only write a half again after
- * the next reduction's barrier, which every reader of it has passed. Fixed order: every lane
- * ends with the same bits (xor butterflies add the same pairs), run after run. */
-__device__ __forceinline__ void group_sum2_tree(float &a, float &b, int tpr, float *smem, int parity) {
+ * (toggled here, as in group_reduce_tree) alternates the halves of smem (128 floats), and a
+ * thread can only write a half again after the next reduction's barrier, which every reader
+ * of it has passed. Fixed order: every lane ends with the same bits (xor butterflies add the
+ * same pairs), run after run. */
+__device__ __forceinline__ void group_sum2_tree(float &a, float &b, int tpr, float *smem, int &parity) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     a += __shfl_xor_sync(0xFFFFFFFFu, a, o);
     b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
   }
+  parity ^= 1; /* the next call takes the other half */
   if (tpr <= 32) return;
-  float *half = smem + 64 * parity;
+  float *half = smem + 64 * (parity ^ 1);
   if ((threadIdx.x & 31) == 0) half[threadIdx.x >> 5] = a, half[32 + (threadIdx.x >> 5)] = b;
   __syncthreads();
   const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg, l = threadIdx.x & 31;
@@ -866,7 +868,6 @@ __global__ void __launch_bounds__(OPSI_ROWS_STAGED_THREADS, 1) row_backward_stag
       }
     }
     group_sum2_tree(s1, s2, tpr, smem, parity); /* RMSNorm: s1 unused */
-    parity ^= 1;
     if (active) {
       const float m1 = ln ? s1 * inv_n : 0.0f, m2 = s2 * inv_n;
       T *dx = static_cast<T *>(g.y) + row_off<uint32_t>(g, row, T_Y);

@@ -52,6 +52,8 @@ check "explain dropout" 0 "* cuda_dropout_vec16" -- explain dropout --x 16384,40
 check "explain layernorm_backward" 0 "rows=16384 cols=4096 [bias, dweight]" -- explain layernorm_backward --x 16384,4096 --dweight --dbias --sm 90
 check "explain rmsnorm_backward long rows" 0 "* cuda_rmsnorm_backward_stream_vec16" -- explain rmsnorm_backward --x 4096,32768 --dweight --sm 90
 check "explain rmsnorm_backward staged on sm_90" 0 "* cuda_rmsnorm_backward_staged" -- explain rmsnorm_backward --x 4096,16384 --dweight --sm 90
+check "explain rmsnorm_backward staged row limit" 0 "cuda_rmsnorm_backward_staged id 1405  shape         needs cols <= 16384, got 32768" -- explain rmsnorm_backward --x 4096,32768 --dweight --sm 90
+check "explain layernorm_backward staged is 16-bit" 0 "cuda_layernorm_backward_staged id 1305  dtype         takes f16, bf16, the input is f32" -- explain layernorm_backward --x 16384,4096 --dtype f32 --dweight --sm 90
 check "explain layernorm_backward staged needs sm_90" 0 "cuda_layernorm_backward_staged id 1305  sm_too_old" -- explain layernorm_backward --x 16384,4096 --dweight --dbias --sm 80
 check "explain softmax_backward" 0 "chosen: cpu_softmax_backward_ref" -- explain softmax_backward --x 64,1000
 check_json "explain layernorm_backward --json" -- explain layernorm_backward --x 8,64 --dbias --json

@@ -5,10 +5,11 @@
 #include "kernels/reduce/reduce_cuda.h"
 #include "kernels/reduce/reduce_plan.h"
 
-#define REDUCE_CUDA_FIELDS                                                            \
-  OPSI_CUDA_ROW_COMMON, .variants = OPSI_ALL_VARIANTS, .threads = 256, .stages = 0,   \
+#define REDUCE_KERNEL_FIELDS                                                          \
+  .variants = OPSI_ALL_VARIANTS, .threads = 256, .stages = 0,                         \
   .deterministic = 1, .unit = OPSI_UNIT_FFMA, .bytes_factor = 1.0f,                   \
   .tiling = OPSI_NO_TILING, .tests = OPSI_GPU_TESTS
+#define REDUCE_CUDA_FIELDS OPSI_CUDA_ROW_COMMON, REDUCE_KERNEL_FIELDS
 
 const opsi_kernel_row opsi_reduce_rows[] = {
     {
@@ -96,6 +97,31 @@ const opsi_kernel_row opsi_reduce_rows[] = {
         .workspace_formula = "row_chunks * outputs * 4 bytes (column_splits in reduce_plan.c), 0 for one chunk",
         .workspace = opsi_reduce_columns_workspace,
         .launch = opsi_reduce_cuda_columns,
+    },
+    {
+        .id = OPSI_KERNEL_CUDA_REDUCE_COLUMNS_CLUSTER,
+        .name = "cuda_reduce_columns_cluster",
+        .op = OPS_OP_REDUCE,
+        /* thread block clusters and distributed shared memory: sm_90 */
+        .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90, .dtypes = OPSI_FLOAT_DTYPES,
+        .out_dtypes = OPSI_FLOAT_DTYPES, REDUCE_KERNEL_FIELDS,
+        .flags = OPSI_F_KEEPDIM | OPSI_F_STRIDED | OPSI_F_REDUCE_NOT_INNER,
+        .align = 16,
+        .dim_multiple = {[OPSI_REDUCE_OUT] = 8},
+        /* a wave of bands x 4 blocks needs wide rows; a walk of >= 8 rows a lane needs tall ones */
+        .dim_min = {[OPSI_REDUCE_OUT] = 4096, [OPSI_REDUCE_INNER] = 1024},
+        .vector_bytes = 16,
+        .efficiency = 0.95f,
+        .roles = {{"column walkers", 8, "clusters of 4 blocks of 256 on sm_90, a quarter of the rows a block; a "
+                                          "block owns a band of 8..32 x 16 bytes of columns and 32..8 row lanes, "
+                                          "each thread 16 rows in flight; 2 blocks an SM, one wave at 4096+ columns"}},
+        .smem_layout = "256 x 16 B-vector floats: the lanes' sums (8 KB bf16); a band's sums (1 KB), read by "
+                       "cluster rank 0 through distributed shared memory",
+        .smem_bytes = 256 * 8 * 4 + 32 * 8 * 4,
+        .reduction_order = "per output: a lane's rows in order (runs of 16), the block's lanes in order, the "
+                           "cluster's blocks (quarters of the rows) in rank order",
+        .workspace_formula = "0",
+        .launch = opsi_reduce_cuda_columns_cluster,
     },
     {
         .id = OPSI_KERNEL_CUDA_REDUCE_STRIDED,

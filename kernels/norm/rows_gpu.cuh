@@ -142,6 +142,46 @@ __device__ __forceinline__ float group_reduce_tree(float v, int tpr, float *smem
   return v;
 }
 
+/* One butterfly step of (count, mean, M2) triples, Chan's merge with the lower lane's triple
+ * first on both lanes of a pair, so both end with the same bits (the merge is not symmetric
+ * in floating point). An empty triple (count 0) leaves the other unchanged. */
+__device__ __forceinline__ void welford_xor(float &n, float &mean, float &m2, int o, bool upper) {
+  const float n_o = __shfl_xor_sync(0xFFFFFFFFu, n, o), mean_o = __shfl_xor_sync(0xFFFFFFFFu, mean, o);
+  const float m2_o = __shfl_xor_sync(0xFFFFFFFFu, m2, o);
+  const float na = upper ? n_o : n, ma = upper ? mean_o : mean, qa = upper ? m2_o : m2;
+  const float nb = upper ? n : n_o, mb = upper ? mean : mean_o, qb = upper ? m2 : m2_o;
+  const float nn = na + nb, f = nn > 0.0f ? nb / nn : 0.0f, d = mb - ma;
+  mean = ma + d * f;
+  m2 = qa + qb + d * d * (na * f);
+  n = nn;
+}
+
+/* LayerNorm's statistics over the group in one reduction: each thread's (count, mean, M2)
+ * of its own elements (two passes over registers), merged by butterflies (Chan), the warps'
+ * triples through shared memory (192 floats, `parity` picking the half, one barrier) and a
+ * second butterfly. No cancellation (unlike a sum of squares), and one barrier phase a row
+ * instead of the two that mean-then-variance takes. Every lane ends with the same bits. */
+__device__ __forceinline__ void group_welford_tree(float &n, float &mean, float &m2, int tpr, float *smem,
+                                                   int &parity) {
+  const int l = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) welford_xor(n, mean, m2, o, (l & o) != 0);
+  if (tpr <= 32) return;
+  float *half = smem + 96 * parity;
+  parity ^= 1;
+  if (l == 0) {
+    const int w = threadIdx.x >> 5;
+    half[w] = n, half[32 + w] = mean, half[64 + w] = m2;
+  }
+  __syncthreads();
+  const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg;
+  n = l < wpg ? half[first + l] : 0.0f;
+  mean = l < wpg ? half[32 + first + l] : 0.0f;
+  m2 = l < wpg ? half[64 + first + l] : 0.0f;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) welford_xor(n, mean, m2, o, (l & o) != 0);
+}
+
 /* Two sums over the group for the staged kernel: the warps' partials summed by a butterfly
  * across a warp instead of each thread adding all of them in turn (a 1024-thread row: 2 loads
  * and 10 shuffles a thread, not 64 loads and adds), and one barrier a reduction: `parity`
@@ -283,7 +323,7 @@ __device__ __forceinline__ float held_f(const held_t<T, VEC, RAW> &h, int j) {
  * rows hold it beside x and re-add the two in f32 at each pass, float rows add it at load. */
 template <typename T, int VEC, int MAXV, int MAXT, bool RES>
 __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(const row_geom g) {
-  __shared__ float smem[64];
+  __shared__ float smem[192]; /* two halves: 32 floats (group_reduce_tree) or 96 (group_welford_tree) */
   int parity = 0;
   const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
   const int nvec = (int)(g.cols / VEC); /* register variants: cols <= 16384 */
@@ -348,15 +388,17 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
       s = group_reduce_tree<false>(s, tpr, smem, parity);
       inv_s = s > 0.0f ? 1.0f / s : 0.0f; /* an all -inf row: 0, never NaN */
     } else {
-      float acc = 0.0f;
+      /* LayerNorm: the thread's mean first (RMSNorm: 0), then its sum of squares about it */
+      float acc = 0.0f, n = 0.0f;
       if (g.op == ROW_LN) {
 #pragma unroll
         for (int k = 0; k < MAXV; ++k) {
           if (!valid[k]) continue;
+          n += (float)VEC;
 #pragma unroll
           for (int j = 0; j < VEC; ++j) acc += val(k, j);
         }
-        mean = group_reduce_tree<false>(acc, tpr, smem, parity) * inv_n;
+        mean = n > 0.0f ? acc / n : 0.0f;
         acc = 0.0f;
       }
 #pragma unroll
@@ -365,7 +407,12 @@ __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc += (val(k, j) - mean) * (val(k, j) - mean);
       }
-      rstd = rsqrtf(group_reduce_tree<false>(acc, tpr, smem, parity) * inv_n + g.eps);
+      if (g.op == ROW_LN) {
+        group_welford_tree(n, mean, acc, tpr, smem, parity);
+        rstd = rsqrtf(acc * inv_n + g.eps);
+      } else {
+        rstd = rsqrtf(group_reduce_tree<false>(acc, tpr, smem, parity) * inv_n + g.eps);
+      }
     }
     if (!active) continue;
     T *y = static_cast<T *>(g.y) + row_off(g, row, T_Y);

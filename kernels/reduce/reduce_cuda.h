@@ -12,6 +12,7 @@ ops_status opsi_reduce_cuda_rows_vec16(const opsi_launch *ctx, const void *args)
 ops_status opsi_reduce_cuda_rows(const opsi_launch *ctx, const void *args);
 ops_status opsi_reduce_cuda_columns_vec16(const opsi_launch *ctx, const void *args);
 ops_status opsi_reduce_cuda_columns(const opsi_launch *ctx, const void *args);
+ops_status opsi_reduce_cuda_columns_cluster(const opsi_launch *ctx, const void *args);
 ops_status opsi_reduce_cuda_strided(const opsi_launch *ctx, const void *args);
 
 #ifdef __cplusplus

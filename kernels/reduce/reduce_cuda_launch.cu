@@ -32,9 +32,11 @@ ops_status run(const opsi_launch *ctx, const void *argp, int kind, int vec16) {
   memcpy(g.kept_y, r->kept_y_strides, sizeof g.kept_y);
   memcpy(g.red_shape, r->red_shape, sizeof g.red_shape);
   memcpy(g.red_x, r->red_x_strides, sizeof g.red_x);
-  g.splits = kind == opsi::REDUCE_ROWS      ? opsi_reduce_row_splits(g.outputs, g.reduced)
-             : kind == opsi::REDUCE_COLUMNS ? opsi_reduce_column_splits(g.reduced, g.outputs)
-                                            : 1;
+  g.splits = kind == opsi::REDUCE_ROWS              ? opsi_reduce_row_splits(g.outputs, g.reduced)
+             : kind == opsi::REDUCE_COLUMNS         ? opsi_reduce_column_splits(g.reduced, g.outputs)
+             : kind == opsi::REDUCE_COLUMNS_CLUSTER ? OPSI_REDUCE_CLUSTER
+                                                    : 1;
+  g.band_threads = opsi_reduce_column_band_threads(g.outputs, 16 / (int)ops_dtype_size((ops_dtype)r->x.dtype));
   g.chunk = (g.reduced + g.splits - 1) / g.splits;
   const int64_t align = kind == opsi::REDUCE_ROWS ? 8 : 1; /* row chunks stay whole vectors */
   g.chunk = (g.chunk + align - 1) / align * align;
@@ -61,6 +63,9 @@ extern "C" ops_status opsi_reduce_cuda_columns_vec16(const opsi_launch *ctx, con
 }
 extern "C" ops_status opsi_reduce_cuda_columns(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, opsi::REDUCE_COLUMNS, 0);
+}
+extern "C" ops_status opsi_reduce_cuda_columns_cluster(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, opsi::REDUCE_COLUMNS_CLUSTER, 1);
 }
 extern "C" ops_status opsi_reduce_cuda_strided(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, opsi::REDUCE_STRIDED, 0);

@@ -5,6 +5,8 @@
  *            few long rows are cut into chunks across blocks (partials, then a combine).
  *   columns: x is [R, K] with the K outputs unit-stride; each thread owns 16 bytes of
  *            columns and walks a chunk of rows; chunks combine in order in a second pass.
+ *            On sm_90 (wide, tall views) one kernel: a cluster of blocks per band of columns,
+ *            folded through distributed shared memory.
  *   strided: anything else; a block per output walks the collapsed reduced index space.
  * Every combine has a fixed order: results are bitwise reproducible; no atomics.
  * Max / min propagate NaN. An empty reduction gives the identity (mean: 0 / 0 = NaN).
@@ -12,6 +14,7 @@
 #ifndef OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_
 #define OPSLIB_KERNELS_REDUCE_REDUCE_GPU_CUH_
 
+#include <cooperative_groups.h>
 #include <type_traits>
 
 #include "kernels/common/cuda_common.cuh"
@@ -29,6 +32,7 @@ struct reduce_geom {
   int64_t reduced;    /* elements per output */
   int64_t splits;
   int64_t chunk;      /* reduced elements per split */
+  int32_t band_threads; /* the cluster columns kernel: threads across a band */
   int32_t kept_ndim;
   int64_t kept_shape[OPS_MAX_DIMS];
   int64_t kept_x[OPS_MAX_DIMS];
@@ -155,11 +159,57 @@ static __global__ void __launch_bounds__(FOLD_WARPS * 32) reduce_partials_kernel
   }
 }
 
-/* Each thread: VEC adjacent columns over one chunk of rows. The op is a template constant
- * of the walk (sum / mean, or the NaN-propagating max / min): a runtime op in the loop cost
- * the registers of both. 16 rows in flight a thread, 2 blocks of 256 an SM, one wave: on the
- * H100 (16384 x 4096 bf16) 83% of copy, against 77% for 8 rows and 3 blocks, 73% for 8 rows
- * and 4 blocks, 61% for 4 rows and 6 blocks (same run). */
+/* Folds rows lo, lo + step, ... (< hi) of the VEC columns at x into acc[], in row order: 16
+ * rows in flight a thread (the column walk is pure latency), then the last < 16 rows 8 loads
+ * at a time. SUM: the op is sum / mean, else the NaN-propagating max / min; a template
+ * constant of the walk (a runtime op in the loop cost the registers of both). */
+template <typename T, int VEC, bool SUM>
+__device__ __forceinline__ void column_walk(const T *x, int64_t rs, int64_t lo, int64_t hi, int64_t step, int32_t op,
+                                            float (&acc)[VEC]) {
+  const auto comb = [&](float a, float b) { return SUM ? a + b : red_combine(op, a, b); };
+  constexpr int DEEP = 16;
+  int64_t r = lo;
+  for (; r + (DEEP - 1) * step < hi; r += DEEP * step) {
+    vec16<T> a[DEEP];
+#pragma unroll
+    for (int k = 0; k < DEEP; ++k) a[k] = load16_stream(x + (r + k * step) * rs);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      float t = to_f(a[0].v[j]);
+#pragma unroll
+      for (int k = 1; k < DEEP; ++k) t = comb(t, to_f(a[k].v[j]));
+      acc[j] = comb(acc[j], t);
+    }
+  }
+  for (; r < hi; r += 8 * step) {
+    vec16<T> a[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (r + k * step < hi) a[k] = load16_stream(x + (r + k * step) * rs);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (r + k * step >= hi) break;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[j] = comb(acc[j], to_f(a[k].v[j]));
+    }
+  }
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void column_walk_op(const T *x, int64_t rs, int64_t lo, int64_t hi, int64_t step,
+                                               int32_t op, float (&acc)[VEC]) {
+  if (op == OPS_REDUCE_SUM || op == OPS_REDUCE_MEAN) {
+    column_walk<T, VEC, true>(x, rs, lo, hi, step, op, acc);
+  } else {
+    column_walk<T, VEC, false>(x, rs, lo, hi, step, op, acc);
+  }
+}
+
+/* Each thread: VEC adjacent columns over one chunk of rows (column_walk). 2 blocks of 256 an
+ * SM, one wave: on the H100 (16384 x 4096 bf16) 83% of copy with 16 rows in flight a thread,
+ * against 77% for 8 rows and 3 blocks, 73% for 8 rows and 4 blocks, 61% for 4 rows and 6
+ * blocks (same run). The chunks' partials go to the workspace, folded by a second kernel. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geom g) {
   const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
@@ -170,43 +220,10 @@ __global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geo
   float acc[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) acc[j] = red_identity(g.op);
-  auto walk = [&](auto sum_tag) {
-    constexpr bool SUM = decltype(sum_tag)::value;
-    const auto comb = [&](float a, float b) { return SUM ? a + b : red_combine(g.op, a, b); };
-    int64_t r = lo;
-    constexpr int DEEP = 16; /* rows in flight per thread: the column walk is pure latency */
-    for (; r + DEEP - 1 < hi; r += DEEP) {
-      vec16<T> a[DEEP];
-#pragma unroll
-      for (int k = 0; k < DEEP; ++k) a[k] = load16_stream(x + (r + k) * rs);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float t = to_f(a[0].v[j]);
-#pragma unroll
-        for (int k = 1; k < DEEP; ++k) t = comb(t, to_f(a[k].v[j]));
-        acc[j] = comb(acc[j], t);
-      }
-    }
-    for (; r < hi; r += 8) { /* the last < DEEP rows, 8 loads in flight at a time, in row order */
-      vec16<T> a[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (r + k < hi) a[k] = load16_stream(x + (r + k) * rs);
-      }
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (r + k >= hi) break;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) acc[j] = comb(acc[j], to_f(a[k].v[j]));
-      }
-    }
-  };
   if (VEC == 1) {
     for (int64_t r = lo; r < hi; ++r) acc[0] = red_combine(g.op, acc[0], to_f(x[r * rs]));
-  } else if (g.op == OPS_REDUCE_SUM || g.op == OPS_REDUCE_MEAN) {
-    walk(std::true_type{});
   } else {
-    walk(std::false_type{});
+    column_walk_op<T, VEC>(x, rs, lo, hi, 1, g.op, acc);
   }
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
@@ -217,6 +234,53 @@ __global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geo
       g.partial[part * g.outputs + c + j] = acc[j];
     }
   }
+}
+
+/* Columns in one kernel (sm_90, thread block clusters): a block owns a band of tw * VEC
+ * columns (tw = g.band_threads: 8, 16 or 32 threads across, 128..512 bytes of a row) and
+ * 256 / tw row lanes; the OPSI_REDUCE_CLUSTER blocks of a cluster take consecutive quarters
+ * of the rows. Lane l walks rows l, l + lanes, ... of its quarter (column_walk); the block's
+ * lanes are folded in lane order through shared memory; block rank 0 folds the cluster's band
+ * sums in rank order, reading the other blocks' shared memory (DSMEM), and writes the
+ * outputs: no workspace, no second kernel (whose launch and latency-bound fold cost ~10% at
+ * 16384 x 4096), no atomics. Launched with the cluster shape at run time (launch_clustered):
+ * the sm_80 build of this file has an empty body, and the row is never chosen below sm_90. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(256, 2) reduce_columns_cluster_kernel(const reduce_geom g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ __align__(16) float lanes_acc[256 * VEC];
+  __shared__ float band[32 * VEC];
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int tw = g.band_threads, t = threadIdx.x, lanes = 256 / tw, width = tw * VEC;
+  const int64_t c = ((int64_t)blockIdx.x * tw + t % tw) * VEC;
+  const int64_t lo = blockIdx.y * g.chunk, hi = min(g.reduced, lo + g.chunk);
+  float acc[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) acc[j] = red_identity(g.op);
+  if (c < g.outputs) {
+    const int64_t rs = g.red_ndim > 0 ? g.red_x[0] : 0;
+    column_walk_op<T, VEC>(static_cast<const T *>(g.x) + c, rs, lo + t / tw, hi, lanes, g.op, acc);
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; j += 4) {
+    *reinterpret_cast<float4 *>(&lanes_acc[t * VEC + j]) = make_float4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]);
+  }
+  __syncthreads();
+  if (t < width) { /* column t of the band: lane l's sum sits at l * width + t */
+    float s = lanes_acc[t];
+    for (int l = 1; l < lanes; ++l) s = red_combine(g.op, s, lanes_acc[l * width + t]);
+    band[t] = s;
+  }
+  cluster.sync(); /* every block's band is written and visible to the cluster */
+  if (cluster.block_rank() == 0 && t < width) {
+    float s = band[t];
+    for (unsigned q = 1; q < cluster.num_blocks(); ++q) s = red_combine(g.op, s, cluster.map_shared_rank(band, q)[t]);
+    const int64_t col = (int64_t)blockIdx.x * width + t;
+    if (col < g.outputs) store_output(g, col, s);
+  }
+  cluster.sync(); /* the other blocks' shared memory stays alive until rank 0 has read it */
+#endif
 }
 
 /* A block per output; threads walk the reduced index space. */
@@ -238,7 +302,7 @@ __global__ void __launch_bounds__(256) reduce_strided_kernel(const reduce_geom g
   }
 }
 
-enum { REDUCE_ROWS = 0, REDUCE_COLUMNS = 1, REDUCE_STRIDED = 2 };
+enum { REDUCE_ROWS = 0, REDUCE_COLUMNS = 1, REDUCE_STRIDED = 2, REDUCE_COLUMNS_CLUSTER = 3 };
 
 /* Launches `kind` for T (vec16: 16-byte loads); returns grid and block for the profiler. */
 template <typename T>
@@ -265,13 +329,23 @@ void launch_reduce(const reduce_geom &g, int kind, int vec16, cudaStream_t strea
     if (vec16) reduce_columns_kernel<T, V><<<blocks, 256, 0, stream>>>(g);
     else reduce_columns_kernel<T, 1><<<blocks, 256, 0, stream>>>(g);
     grid[0] = (int32_t)blocks.x, grid[1] = (int32_t)blocks.y;
+  } else if (kind == REDUCE_COLUMNS_CLUSTER) {
+    const int width = g.band_threads * V;
+    const dim3 blocks((unsigned)((g.outputs + width - 1) / width), (unsigned)g.splits);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = (unsigned)g.splits, attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = blocks, cfg.blockDim = dim3(256), cfg.stream = stream, cfg.attrs = attr, cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, reduce_columns_cluster_kernel<T, V>, g);
+    grid[0] = (int32_t)blocks.x, grid[1] = (int32_t)blocks.y;
   } else {
     const int blocks = (int)(g.outputs < cap ? g.outputs : cap);
     reduce_strided_kernel<T><<<blocks, 256, 0, stream>>>(g);
     grid[0] = blocks;
   }
   *block = 256;
-  if (g.splits > 1) {
+  if (g.splits > 1 && kind != REDUCE_COLUMNS_CLUSTER) {
     const int64_t per = kind == REDUCE_COLUMNS ? FOLD_COLS : FOLD_WARPS;
     reduce_partials_kernel<<<(unsigned)((g.outputs + per - 1) / per), FOLD_WARPS * 32, 0, stream>>>(
         g, kind == REDUCE_COLUMNS);

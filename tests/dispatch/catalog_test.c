@@ -136,7 +136,7 @@ static void shipped_kernel_ids_never_change(void **state) {
       {701, "cuda_unary_vec16"}, {702, "cuda_unary_strided"}, {800, "cpu_binary_ref"},
       {801, "cuda_binary_vec16"}, {802, "cuda_binary_strided"}, {900, "cpu_reduce_ref"},
       {901, "cuda_reduce_rows_vec16"}, {902, "cuda_reduce_rows"}, {903, "cuda_reduce_columns_vec16"},
-      {904, "cuda_reduce_columns"}, {905, "cuda_reduce_strided"}, {1000, "cpu_scale_ref"},
+      {904, "cuda_reduce_columns"}, {905, "cuda_reduce_strided"}, {906, "cuda_reduce_columns_cluster"}, {1000, "cpu_scale_ref"},
       {1001, "cuda_scale_vec16"}, {1002, "cuda_scale_strided"}, {1100, "cpu_ew_chain_ref"},
       {1101, "cuda_ew_chain_vec16"}, {1102, "cuda_ew_chain_strided"}, {1200, "cpu_dropout_ref"},
       {1201, "cuda_dropout_vec16"}, {1202, "cuda_dropout_strided"}, {1300, "cpu_layernorm_backward_ref"},

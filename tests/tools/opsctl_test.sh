@@ -44,6 +44,9 @@ check "explain gemm" 0 "[bias, b_n_major]" -- explain gemm --a 4096,4096 --b 409
 check "explain gemm batched" 0 "batch=8 m=64 n=32 k=16" -- explain gemm --a 8,64,16 --b 16,32
 check "explain rmsnorm" 0 "rows=16384 cols=4096" -- explain rmsnorm --x 16384,4096 --residual
 check "explain reduce" 0 "outputs=3 reduced=20" -- explain reduce --x 4,3,5 --axes 0,2 --op mean
+check "explain reduce columns on sm_90" 0 "* cuda_reduce_columns_cluster" -- explain reduce --x 16384,4096 --axes 0 --dtype bf16 --sm 90
+check "explain reduce columns cluster needs sm_90" 0 "cuda_reduce_columns_cluster  id 906   sm_too_old" -- explain reduce --x 16384,4096 --axes 0 --dtype bf16 --sm 80
+check "explain reduce columns cluster wide rows" 0 "cuda_reduce_columns_cluster  id 906   shape         needs outputs >= 4096, got 2048" -- explain reduce --x 16384,2048 --axes 0 --dtype bf16 --sm 90
 check "explain binary" 0 "cpu_binary_ref" -- explain binary --a 4,1 --b 5 --op mul
 check "explain binary broadcast" 0 "numel=20 ndim=2 inputs=2" -- explain binary --a 4,1 --b 5 --op mul
 check "usage: no broadcast" 2 "shapes that do not broadcast" -- explain binary --a 4,2 --b 5

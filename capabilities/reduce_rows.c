@@ -108,17 +108,17 @@ const opsi_kernel_row opsi_reduce_rows[] = {
         .flags = OPSI_F_KEEPDIM | OPSI_F_STRIDED | OPSI_F_REDUCE_NOT_INNER,
         .align = 16,
         .dim_multiple = {[OPSI_REDUCE_OUT] = 8},
-        /* a wave of bands x 4 blocks needs wide rows; a walk of >= 8 rows a lane needs tall ones */
+        /* >= 16 bands x 4 blocks (fewer: too few bytes in flight) and >= 32 rows a warp */
         .dim_min = {[OPSI_REDUCE_OUT] = 4096, [OPSI_REDUCE_INNER] = 1024},
         .vector_bytes = 16,
         .efficiency = 0.95f,
         .roles = {{"column walkers", 8, "clusters of 4 blocks of 256 on sm_90, a quarter of the rows a block; a "
-                                          "block owns a band of 8..32 x 16 bytes of columns and 32..8 row lanes, "
-                                          "each thread 16 rows in flight; 2 blocks an SM, one wave at 4096+ columns"}},
-        .smem_layout = "256 x 16 B-vector floats: the lanes' sums (8 KB bf16); a band's sums (1 KB), read by "
-                       "cluster rank 0 through distributed shared memory",
-        .smem_bytes = 256 * 8 * 4 + 32 * 8 * 4,
-        .reduction_order = "per output: a lane's rows in order (runs of 16), the block's lanes in order, the "
+                                          "block owns a band of 32 16-byte vectors of columns (a warp across), its 8 "
+                                          "warps walk every 8th row, each thread 16 rows in flight"}},
+        .smem_layout = "8 x 32 16-byte vectors of floats: the warps' sums (8 KB bf16, 4 KB f32); the band's sums "
+                       "(1 KB / 512 B), read by cluster rank 0 through distributed shared memory",
+        .smem_bytes = 9 * 32 * 8 * 4,
+        .reduction_order = "per output: a warp's rows in order (runs of 16), the block's warps in order, the "
                            "cluster's blocks (quarters of the rows) in rank order",
         .workspace_formula = "0",
         .launch = opsi_reduce_cuda_columns_cluster,

@@ -36,7 +36,6 @@ ops_status run(const opsi_launch *ctx, const void *argp, int kind, int vec16) {
              : kind == opsi::REDUCE_COLUMNS         ? opsi_reduce_column_splits(g.reduced, g.outputs)
              : kind == opsi::REDUCE_COLUMNS_CLUSTER ? OPSI_REDUCE_CLUSTER
                                                     : 1;
-  g.band_threads = opsi_reduce_column_band_threads(g.outputs, 16 / (int)ops_dtype_size((ops_dtype)r->x.dtype));
   g.chunk = (g.reduced + g.splits - 1) / g.splits;
   const int64_t align = kind == opsi::REDUCE_ROWS ? 8 : 1; /* row chunks stay whole vectors */
   g.chunk = (g.chunk + align - 1) / align * align;

@@ -5,8 +5,8 @@
  *            few long rows are cut into chunks across blocks (partials, then a combine).
  *   columns: x is [R, K] with the K outputs unit-stride; each thread owns 16 bytes of
  *            columns and walks a chunk of rows; chunks combine in order in a second pass.
- *            On sm_90 (wide, tall views) one kernel: a cluster of blocks per band of columns,
- *            folded through distributed shared memory.
+ *            On sm_90 (wide, tall views) one kernel: a cluster of 4 blocks per band of 32
+ *            vectors of columns, folded through distributed shared memory.
  *   strided: anything else; a block per output walks the collapsed reduced index space.
  * Every combine has a fixed order: results are bitwise reproducible; no atomics.
  * Max / min propagate NaN. An empty reduction gives the identity (mean: 0 / 0 = NaN).
@@ -32,7 +32,6 @@ struct reduce_geom {
   int64_t reduced;    /* elements per output */
   int64_t splits;
   int64_t chunk;      /* reduced elements per split */
-  int32_t band_threads; /* the cluster columns kernel: threads across a band */
   int32_t kept_ndim;
   int64_t kept_shape[OPS_MAX_DIMS];
   int64_t kept_x[OPS_MAX_DIMS];
@@ -236,47 +235,51 @@ __global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geo
   }
 }
 
-/* Columns in one kernel (sm_90, thread block clusters): a block owns a band of tw * VEC
- * columns (tw = g.band_threads: 8, 16 or 32 threads across, 128..512 bytes of a row) and
- * 256 / tw row lanes; the OPSI_REDUCE_CLUSTER blocks of a cluster take consecutive quarters
- * of the rows. Lane l walks rows l, l + lanes, ... of its quarter (column_walk); the block's
- * lanes are folded in lane order through shared memory; block rank 0 folds the cluster's band
- * sums in rank order, reading the other blocks' shared memory (DSMEM), and writes the
- * outputs: no workspace, no second kernel (whose launch and latency-bound fold cost ~10% at
- * 16384 x 4096), no atomics. Launched with the cluster shape at run time (launch_clustered):
- * the sm_80 build of this file has an empty body, and the row is never chosen below sm_90. */
+/* Columns in one kernel (sm_90, thread block clusters): a block owns a band of 32 x VEC
+ * columns (a warp across: 512 contiguous bytes of a row) and its 8 warps are row lanes; the
+ * OPSI_REDUCE_CLUSTER blocks of a cluster take consecutive quarters of the rows. Warp l walks
+ * rows l, l + 8, ... of its quarter (column_walk); the block's warps are folded in warp order
+ * through shared memory; block rank 0 folds the cluster's band sums in rank order, reading the
+ * other blocks' shared memory (DSMEM), and writes the outputs: no workspace, no second kernel
+ * (whose launch and latency-bound fold cost ~5 us of 55 at 16384 x 4096), no atomics. On the
+ * H100 (16384 x 4096 bf16, one run) a warp across the band took 49.9 us, 16 threads (256 B a
+ * row) 50.3, 8 threads 54.1; 4 or 8 blocks a cluster the same, 2 too few (68). Launched with
+ * the cluster shape at run time: the sm_80 build of this file has an empty body, and the row
+ * is never chosen below sm_90. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(256, 2) reduce_columns_cluster_kernel(const reduce_geom g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __shared__ __align__(16) float lanes_acc[256 * VEC];
-  __shared__ float band[32 * VEC];
+  constexpr int WIDTH = 32 * VEC, LANES = 8;
+  __shared__ __align__(16) float warp_acc[LANES * WIDTH];
+  __shared__ float band[WIDTH];
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
-  const int tw = g.band_threads, t = threadIdx.x, lanes = 256 / tw, width = tw * VEC;
-  const int64_t c = ((int64_t)blockIdx.x * tw + t % tw) * VEC;
+  const int t = threadIdx.x, warp = t >> 5;
+  const int64_t c = (int64_t)blockIdx.x * WIDTH + (t & 31) * VEC;
   const int64_t lo = blockIdx.y * g.chunk, hi = min(g.reduced, lo + g.chunk);
   float acc[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) acc[j] = red_identity(g.op);
   if (c < g.outputs) {
     const int64_t rs = g.red_ndim > 0 ? g.red_x[0] : 0;
-    column_walk_op<T, VEC>(static_cast<const T *>(g.x) + c, rs, lo + t / tw, hi, lanes, g.op, acc);
+    column_walk_op<T, VEC>(static_cast<const T *>(g.x) + c, rs, lo + warp, hi, LANES, g.op, acc);
   }
 #pragma unroll
-  for (int j = 0; j < VEC; j += 4) {
-    *reinterpret_cast<float4 *>(&lanes_acc[t * VEC + j]) = make_float4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]);
+  for (int j = 0; j < VEC; j += 4) { /* warp w's sums at w * WIDTH + column */
+    *reinterpret_cast<float4 *>(&warp_acc[t * VEC + j]) = make_float4(acc[j], acc[j + 1], acc[j + 2], acc[j + 3]);
   }
   __syncthreads();
-  if (t < width) { /* column t of the band: lane l's sum sits at l * width + t */
-    float s = lanes_acc[t];
-    for (int l = 1; l < lanes; ++l) s = red_combine(g.op, s, lanes_acc[l * width + t]);
+  if (t < WIDTH) {
+    float s = warp_acc[t];
+#pragma unroll
+    for (int w = 1; w < LANES; ++w) s = red_combine(g.op, s, warp_acc[w * WIDTH + t]);
     band[t] = s;
   }
   cluster.sync(); /* every block's band is written and visible to the cluster */
-  if (cluster.block_rank() == 0 && t < width) {
+  if (cluster.block_rank() == 0 && t < WIDTH) {
     float s = band[t];
     for (unsigned q = 1; q < cluster.num_blocks(); ++q) s = red_combine(g.op, s, cluster.map_shared_rank(band, q)[t]);
-    const int64_t col = (int64_t)blockIdx.x * width + t;
+    const int64_t col = (int64_t)blockIdx.x * WIDTH + t;
     if (col < g.outputs) store_output(g, col, s);
   }
   cluster.sync(); /* the other blocks' shared memory stays alive until rank 0 has read it */
@@ -330,8 +333,7 @@ void launch_reduce(const reduce_geom &g, int kind, int vec16, cudaStream_t strea
     else reduce_columns_kernel<T, 1><<<blocks, 256, 0, stream>>>(g);
     grid[0] = (int32_t)blocks.x, grid[1] = (int32_t)blocks.y;
   } else if (kind == REDUCE_COLUMNS_CLUSTER) {
-    const int width = g.band_threads * V;
-    const dim3 blocks((unsigned)((g.outputs + width - 1) / width), (unsigned)g.splits);
+    const dim3 blocks((unsigned)((g.outputs + 32 * V - 1) / (32 * V)), (unsigned)g.splits);
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;

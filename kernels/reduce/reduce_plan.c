@@ -15,14 +15,6 @@ int64_t opsi_reduce_column_splits(int64_t reduced, int64_t columns) {
   return clamp64(264 / (col_blocks > 0 ? col_blocks : 1), 1, clamp64(reduced / 32, 1, 1024));
 }
 
-int32_t opsi_reduce_column_band_threads(int64_t columns, int vec) {
-  for (int32_t tw = 8; tw < 32; tw *= 2) {
-    const int64_t bands = (columns + (int64_t)tw * vec - 1) / ((int64_t)tw * vec);
-    if (bands * OPSI_REDUCE_CLUSTER <= 264) return tw;
-  }
-  return 32;
-}
-
 size_t opsi_reduce_rows_workspace(const opsi_problem *p) {
   const int64_t splits = opsi_reduce_row_splits(p->dims[OPSI_REDUCE_OUT], p->dims[OPSI_REDUCE_INNER]);
   return splits > 1 ? (size_t)(p->dims[OPSI_REDUCE_OUT] * splits) * sizeof(float) : 0;

@@ -24,12 +24,8 @@ int64_t opsi_reduce_row_splits(int64_t rows, int64_t reduced);
  * columns in all (one wave of 2 an SM), at least 32 rows a chunk, at most 1024 chunks. */
 int64_t opsi_reduce_column_splits(int64_t reduced, int64_t columns);
 
-/* The cluster columns kernel (sm_90): OPSI_REDUCE_CLUSTER blocks a cluster, one quarter of
- * the rows each; threads across a band of columns: the fewest of 8, 16, 32 (128..512 bytes
- * of a row) whose bands, times the cluster, fit one wave of 2 blocks an SM of an H100
- * (264), else 32. vec: elements a 16-byte load. */
+/* The cluster columns kernel (sm_90): blocks a cluster, a quarter of the rows each. */
 #define OPSI_REDUCE_CLUSTER 4
-int32_t opsi_reduce_column_band_threads(int64_t columns, int vec);
 
 size_t opsi_reduce_rows_workspace(const opsi_problem *p);
 size_t opsi_reduce_columns_workspace(const opsi_problem *p);

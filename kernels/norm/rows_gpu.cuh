@@ -123,11 +123,7 @@ __device__ __forceinline__ void group_sum2(float &a, float &b, int tpr, float *s
  * the half of smem (64 floats) a reduction uses. The forward register kernels' reduction. */
 template <bool MAX>
 __device__ __forceinline__ float group_reduce_tree(float v, int tpr, float *smem, int &parity) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    v = MAX ? fmaxf(v, u) : v + u;
-  }
+  v = MAX ? warp_max(v) : warp_sum(v);
   if (tpr <= 32) return v;
   float *half = smem + 32 * parity;
   parity ^= 1;
@@ -135,12 +131,7 @@ __device__ __forceinline__ float group_reduce_tree(float v, int tpr, float *smem
   __syncthreads();
   const int wpg = tpr >> 5, first = (threadIdx.x / tpr) * wpg, l = threadIdx.x & 31;
   v = l < wpg ? half[first + l] : MAX ? -INFINITY : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    v = MAX ? fmaxf(v, u) : v + u;
-  }
-  return v;
+  return MAX ? warp_max(v) : warp_sum(v);
 }
 
 /* LayerNorm's statistics over the group, all by sums (xor butterflies add the same pairs on
@@ -163,9 +154,7 @@ __device__ __forceinline__ void group_mean_m2(float n, float s, float m, float q
     sw += __shfl_xor_sync(0xFFFFFFFFu, sw, o);
   }
   const float mw = nw > 0.0f ? sw / nw : 0.0f;
-  float qw = q + n * (m - mw) * (m - mw);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) qw += __shfl_xor_sync(0xFFFFFFFFu, qw, o);
+  const float qw = warp_sum(q + n * (m - mw) * (m - mw));
   if (tpr <= 32) {
     mean = mw, m2 = qw;
     return;
@@ -182,15 +171,9 @@ __device__ __forceinline__ void group_mean_m2(float n, float s, float m, float q
   const float n2 = l < wpg ? half[first + l] : 0.0f;
   const float s2 = l < wpg ? half[32 + first + l] : 0.0f;
   const float q2 = l < wpg ? half[64 + first + l] : 0.0f;
-  float st = s2;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) st += __shfl_xor_sync(0xFFFFFFFFu, st, o);
-  mean = st * inv_n;
+  mean = warp_sum(s2) * inv_n;
   const float m2w = n2 > 0.0f ? s2 / n2 : 0.0f; /* warp l's mw, bit for bit */
-  float qt = q2 + n2 * (m2w - mean) * (m2w - mean);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) qt += __shfl_xor_sync(0xFFFFFFFFu, qt, o);
-  m2 = qt;
+  m2 = warp_sum(q2 + n2 * (m2w - mean) * (m2w - mean));
 }
 
 /* Two sums over the group for the staged kernel: the warps' partials summed by a butterfly
@@ -334,7 +317,7 @@ __device__ __forceinline__ float held_f(const held_t<T, VEC, RAW> &h, int j) {
  * rows hold it beside x and re-add the two in f32 at each pass, float rows add it at load. */
 template <typename T, int VEC, int MAXV, int MAXT, bool RES>
 __global__ void __launch_bounds__(MAXT, MAXT <= 256 ? 3 : 1) row_forward_kernel(const row_geom g) {
-  __shared__ float smem[192]; /* two halves: 32 floats (group_reduce_tree) or 96 (group_welford_tree) */
+  __shared__ float smem[192]; /* two halves: 32 floats (group_reduce_tree) or 96 (group_mean_m2) */
   int parity = 0;
   const int tpr = g.cfg.tpr, lane = threadIdx.x % tpr;
   const int nvec = (int)(g.cols / VEC); /* register variants: cols <= 16384 */

@@ -256,10 +256,12 @@ static const gemm_case kCases[] = {
     {"nn/8192x8192x8192", 8192, 8192, 8192, 0, EPI_NONE, NULL, 0},
     {"tn/16384x4096x4096", 16384, 4096, 4096, 1, EPI_NONE, NULL, 0},
     {"tn/4096x14336x4096", 4096, 14336, 4096, 1, EPI_NONE, NULL, 0},
+    {"tn/8192x4096x4096", 8192, 4096, 4096, 1, EPI_NONE, NULL, 0}, /* the next case without its epilogue */
     {"tn_bias_gelu/8192x4096x4096", 8192, 4096, 4096, 1, EPI_BIAS_GELU, NULL, 0},
     {"tn/4096x4096x4000", 4096, 4096, 4000, 1, EPI_NONE, NULL, 0},
     {"tn/64x14336x4096", 64, 14336, 4096, 1, EPI_NONE, NULL, 0},
     {"tn/16x14336x4096", 16, 14336, 4096, 1, EPI_NONE, NULL, 0},
+    {"tn/4x14336x4096", 4, 14336, 4096, 1, EPI_NONE, NULL, 0},
     {"tn/1x14336x4096", 1, 14336, 4096, 1, EPI_NONE, NULL, 0},
     {"nn/14336x1x4096", 14336, 1, 4096, 0, EPI_NONE, NULL, 0},
     /* the other Hopper tile shape, pinned */

@@ -15,7 +15,11 @@
 #define SM90_EPILOGUE_TEXT                                                                                    \
   "; then the epilogue of each 64-row half in registers when whole (16-bit D, operands in column pairs, "     \
   "bias per column (staged in shared memory) or per row, activation none / relu / gelu / silu; a plain "    \
-  "half any D), else 64x32 chunks staged through shared memory, coalesced"
+  "half any D, whole or not when D takes TMA stores), else 64x32 chunks staged through shared memory, "     \
+  "coalesced. D 16-bit with 16-byte aligned rows: 64x64 chunks go by stmatrix into two swizzled buffers "   \
+  "and out by TMA stores that drain under the next tile's mainloop; else the threads store D. A column "    \
+  "bias is loaded before each tile's mainloop; alpha 1 with only a column bias, or only the activation, " \
+  "takes an epilogue without the general one's per-pair tests"
 #define SM90_COOP_TEXT(BN)                                                                                    \
   "warpgroups 1 and 2 (setmaxnreg 232), cooperative: 64 rows of every tile each, 4 wgmma m64n" #BN "k16 "   \
   "per K block from shared memory, one group in flight, f32 accumulators" SM90_EPILOGUE_TEXT
@@ -31,9 +35,12 @@
                 {"consumers", 8, CONSUMERS}},                                                                \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
-                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; full/empty mbarrier a stage; " \
-                     "2 x 64x32 f32 (rows padded to 40) staging the general epilogue (and a column bias)",  \
-      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + STAGES * 16 + 2 * 64 * 40 * 4, .threads = 384,     \
+                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup "     \
+                     "16 KB: two 64x64 16-bit TMA store buffers (128-byte swizzle) or the general epilogue's " \
+                     "64x32 f32 staging (rows padded to 40), and " #BN " 16-bit column-bias values; "           \
+                     "full/empty mbarrier a stage",                                                          \
+      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + 2 * 16384 + 2 * BN * 2 + STAGES * 16,              \
+      .threads = 384,                                                                                        \
       .vector_bytes = 16,                                                                                    \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \

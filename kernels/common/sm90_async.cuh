@@ -85,7 +85,40 @@ __device__ __forceinline__ void named_bar_sync(int id, int count) {
 __device__ __forceinline__ void named_bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+
 #endif
+
+/* TMA stores (not behind the sm_90a guard: the epilogues that call them are compiled for
+ * every target, the kernels that call those only for sm_90a). Shared memory written by ordinary stores (stmatrix included) is made visible
+ * to the copy engine by fence_proxy_async in every writing thread, then a barrier, then one
+ * thread issues the store and commits it as a bulk group; that thread alone may wait on its
+ * groups: bulk_wait_read<N> until at most N groups still read shared memory (their source
+ * may be rewritten), bulk_wait<N> until at most N are incomplete. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+/* A box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) from shared memory;
+ * elements past the tensor's edges are not written. */
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, const void *src, int32_t c0, int32_t c1,
+                                          int32_t c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N> __device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+/* Four 8x8 matrices of 16-bit elements from a warp's mma fragments into shared memory: lane
+ * l gives the address of row l % 8 of matrix l / 8; register i holds the thread's pair of
+ * matrix i (row lane / 4, columns 2 (lane % 4) + {0, 1}). */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
 
 }  // namespace sm90
 }  // namespace opsi

@@ -44,8 +44,8 @@ OPSI_CP_EXTERN(float, true)
 
 #define OPSI_SM90_EXTERN(T, BN, B_MN)                                                                          \
   extern template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                       \
-      const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &, const opsi::tile_order &, int, int, \
-      int, int, cudaStream_t);
+      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
+      const opsi::tile_order &, int, int, int, int, int, cudaStream_t);
 OPSI_SM90_EXTERN(__nv_bfloat16, 256, false)
 OPSI_SM90_EXTERN(__nv_bfloat16, 256, true)
 OPSI_SM90_EXTERN(__nv_bfloat16, 128, false)
@@ -113,16 +113,30 @@ ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t
   return OPS_OK;
 }
 
+/* D's store map (box 64 x 64 x 1) when the Hopper epilogue can store D by TMA: 16-bit, unit
+ * column stride, 16-byte aligned base and row / batch strides. A D that cannot is stored by
+ * the threads instead (returns false; no error). */
+bool encode_store_map(CUtensorMap *map, const opsi::gemm_geom &g) {
+  if (g.d_dtype != OPS_DTYPE_BF16 && g.d_dtype != OPS_DTYPE_F16) return false;
+  if (g.d.sc != 1 || (uintptr_t)g.d.p % 16 != 0 || g.d.sr % 8 != 0 || (g.batch > 1 && g.d.sb % 8 != 0)) return false;
+  if (g.d.sr <= 0 || (g.batch > 1 && g.d.sb <= 0)) return false;
+  const int64_t dims[3] = {g.n, g.m, g.batch}, strides[2] = {g.d.sr, g.d.sb};
+  const uint32_t box[3] = {64, 64, 1};
+  return opsi::encode_map_16bit(map, g.d.p, g.d_dtype, 3, dims, strides, box) == CUDA_SUCCESS;
+}
+
 template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {
   const opsi::gemm_geom g = geom_of(a);
   const bool b_mn = b_n_major(g);
-  CUtensorMap ma, mb;
+  CUtensorMap ma, mb, md;
   GEMM_TRY(encode_map(&ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, opsi::sm90::BM, "a"));
   if (b_mn) {
     GEMM_TRY(encode_map(&mb, g.b.p, a->b.dtype, g.n, g.k, g.b.sr, g.batch, g.b.sb, 64, "b"));
   } else {
     GEMM_TRY(encode_map(&mb, g.b.p, a->b.dtype, g.k, g.n, g.b.sc, g.batch, g.b.sb, BN, "b"));
   }
+  memset(&md, 0, sizeof md);
+  const int d_tma = encode_store_map(&md, g) ? 1 : 0;
   opsi::tile_order order;
   order.tiles_m = (int32_t)((g.m + opsi::sm90::BM - 1) / opsi::sm90::BM);
   order.tiles_n = (int32_t)((g.n + BN - 1) / BN);
@@ -136,17 +150,14 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   const int a_batched = g.batch > 1 && g.a.sb != 0, b_batched = g.batch > 1 && g.b.sb != 0;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
+#define OPSI_SM90_LAUNCH(T, B_MN) \
+  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, a_batched, b_batched, pairs, d_tma, grid, stream)
   if (a->a.dtype == OPS_DTYPE_BF16) {
-    e = b_mn ? opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, true>(ma, mb, g, order, a_batched, b_batched, pairs,
-                                                                     grid, stream)
-             : opsi::sm90::launch_gemm_sm90<__nv_bfloat16, BN, false>(ma, mb, g, order, a_batched, b_batched,
-                                                                      pairs, grid, stream);
+    e = b_mn ? OPSI_SM90_LAUNCH(__nv_bfloat16, true) : OPSI_SM90_LAUNCH(__nv_bfloat16, false);
   } else {
-    e = b_mn ? opsi::sm90::launch_gemm_sm90<__half, BN, true>(ma, mb, g, order, a_batched, b_batched, pairs, grid,
-                                                              stream)
-             : opsi::sm90::launch_gemm_sm90<__half, BN, false>(ma, mb, g, order, a_batched, b_batched, pairs,
-                                                               grid, stream);
+    e = b_mn ? OPSI_SM90_LAUNCH(__half, true) : OPSI_SM90_LAUNCH(__half, false);
   }
+#undef OPSI_SM90_LAUNCH
   int32_t *gr = ctx->info->grid, *bl = ctx->info->block;
   gr[0] = grid, gr[1] = gr[2] = 1;
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;

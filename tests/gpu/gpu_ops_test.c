@@ -1120,6 +1120,7 @@ typedef struct gemm_spec {
   int bcast;      /* with a batch: 1 A is 2-D, 2 B is 2-D */
   int la, lb, ld; /* alloc_mat layouts; 4 (A only): a [1, K] row read at a stride of 2 */
   int epi, all;   /* a random epilogue; all of its operands */
+  int32_t act;    /* with epi: this activation (0: a random one) */
 } gemm_spec;
 
 static void gemm_run_spec(const gemm_spec *sp, int iter) {
@@ -1158,6 +1159,7 @@ static void gemm_run_spec(const gemm_spec *sp, int iter) {
     c.gemm.alpha = opst_chance(r, 0.5) ? 1.0f : (float)opst_uniform(r, -2, 2);
     c.gemm.activation = opst_chance(r, 0.3) ? OPS_ACT_NONE : (int32_t)opst_int(r, 1, OPS_ACT_SIN);
     if (c.gemm.activation == OPS_ACT_EXP) c.gemm.activation = OPS_ACT_GELU_ERF; /* exp(sum of K terms) overflows */
+    if (sp->act != 0) c.gemm.activation = sp->act;
   }
   if (has_c) {
     c.gemm.beta = (float)opst_uniform(r, -1, 1);
@@ -1309,43 +1311,68 @@ static void gemm_tf32(void **state) {
 }
 
 /* More tiles than SMs: each persistent CTA of the Hopper kernels walks several tiles, the
- * stage ring carried across them; plain, then with a column bias + GELU, where a CTA's whole
- * tiles (register epilogue, the bias staged in shared memory) and partial ones (the staged
- * epilogue, the same shared memory) follow each other with a short K between them. */
+ * stage ring carried across them, whole tiles (register epilogue) and partial ones (the
+ * staged epilogue, or TMA stores when plain) following each other with a short K between
+ * them. N = 2100: D's rows are not 16-byte multiples and the threads store D; N = 2104: D
+ * is stored by TMA from the buffers that the partial tiles' staged epilogue shares, and the
+ * last tile row's second half lies wholly past M (2100 = 16 x 128 + 52): its stores are
+ * skipped. The fused variants take each narrow epilogue mode: a column bias + activation
+ * (the bias loaded before the mainloop), the activation alone; bf16 and f16. Then a batch of
+ * 3 with every epilogue operand (the general mode; D rows padded by 8: TMA stores at a row
+ * stride that is not N, one map a batch). */
 static void gemm_many_tiles(void **state) {
   (void)state;
   opst_rng *r = &g_rng;
-  for (int with_bias = 0; with_bias < 2; ++with_bias) {
+  static const struct {
+    int64_t n;
+    int bias;
+    int32_t act, dt;
+  } kVariants[] = {
+      {2100, 0, OPS_ACT_NONE, OPS_DTYPE_BF16},      {2100, 1, OPS_ACT_GELU_TANH, OPS_DTYPE_BF16},
+      {2104, 0, OPS_ACT_NONE, OPS_DTYPE_BF16},      {2104, 1, OPS_ACT_GELU_TANH, OPS_DTYPE_BF16},
+      {2104, 0, OPS_ACT_SILU, OPS_DTYPE_F16},       {2104, 1, OPS_ACT_GELU_ERF, OPS_DTYPE_F16},
+  };
+  for (size_t v = 0; v < sizeof kVariants / sizeof kVariants[0]; ++v) {
+    const int32_t dt = kVariants[v].dt;
     gcall c;
     memset(&c, 0, sizeof c);
     c.op = OPS_OP_GEMM;
     c.run = run_gemm;
     ops_gemm_params_init(&c.gemm);
-    const int64_t m = 2100, n = 2100, k = 40;
+    const int64_t m = 2100, n = kVariants[v].n, k = 40;
     opst_tensor a, b, bias, d;
-    alloc_mat(&a, OPS_DTYPE_BF16, 0, m, k, 0);
-    alloc_mat(&b, OPS_DTYPE_BF16, 0, k, n, 2);
+    alloc_mat(&a, dt, 0, m, k, 0);
+    alloc_mat(&b, dt, 0, k, n, 2);
     opst_fill_uniform(&a, r, -1, 1);
     opst_fill_uniform(&b, r, -1, 1);
     add_tensor(&c, &a, IN, -1);
     add_tensor(&c, &b, IN, -1);
     add_absent(&c);
-    if (with_bias) {
-      opst_alloc(&bias, r, OPS_DTYPE_BF16, 1, &n, OPST_CONTIGUOUS);
+    if (kVariants[v].bias) {
+      opst_alloc(&bias, r, dt, 1, &n, OPST_CONTIGUOUS);
       opst_fill_uniform(&bias, r, -1, 1);
       add_tensor(&c, &bias, IN, -1);
-      c.gemm.activation = OPS_ACT_GELU_TANH;
     } else {
       add_absent(&c);
     }
+    c.gemm.activation = kVariants[v].act;
     add_absent(&c);
-    alloc_mat(&d, OPS_DTYPE_BF16, 0, m, n, 0);
+    alloc_mat(&d, dt, 0, m, n, 0);
     add_tensor(&c, &d, OUT, -1);
-    c.label = with_bias ? "gemm bf16 2100 x 2100 x 40 + bias + GELU (153 tiles of 128 x 256)"
-                        : "gemm bf16 2100 x 2100 x 40 (153 tiles of 128 x 128 / 128 x 256)";
+    char label[120];
+    snprintf(label, sizeof label, "gemm %s 2100 x %lld x 40%s, act %d (153 or more tiles of 128 x 128 / 128 x 256)",
+             ops_dtype_name((ops_dtype)dt), (long long)n, kVariants[v].bias ? " + bias" : "", (int)c.gemm.activation);
+    c.label = label;
     check_call(&c);
     free_call(&c);
   }
+  gemm_spec sp;
+  memset(&sp, 0, sizeof sp);
+  sp.dt = sp.ddt = OPS_DTYPE_F16;
+  sp.batch = 3, sp.m = 300, sp.n = 520, sp.k = 72;
+  sp.la = 0, sp.lb = 2, sp.ld = 1;
+  sp.epi = 1, sp.all = 1, sp.act = OPS_ACT_GELU_TANH;
+  gemm_run_spec(&sp, 0);
 }
 
 /* ---- attention ----------------------------------------------------------------------- */

@@ -52,7 +52,11 @@
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 24): one thread issues the TMA loads of the Q "      \
                                 "tile and of each key tile's K and V into a 2-stage ring, K and V on their " \
-                                "own full and empty mbarriers"},                                                            \
+                                "own full and empty mbarriers; work tiles (query tile, head, batch; query "  \
+                                "tiles last-first) in a loop: a grid of one block an SM when every tile "    \
+                                "costs the same (no window or causal mask, no varlen), the next tile's Q " \
+                                "and K / V loading under the current one's last P V and epilogue; else a "   \
+                                "block a tile, longest first"},                                              \
                 {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 240), 64 query rows each: S = Q K^T by "   \
                                  "wgmma m64n" #BN "k16 from shared memory, online softmax in registers "     \
                                  "(exp2), O += P V by wgmma m64n" #DP "k16 with P from registers; a tile's "  \
@@ -61,8 +65,9 @@
                                  "overlaps the other's wgmma"}},                                                                   \
       .stages = 2,                                                                                           \
       .smem_layout = "Q 128x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as boxes of 64 columns, "     \
-                     "128-byte swizzle, 1024-byte aligned; 9 mbarriers",                                    \
-      .smem_bytes = 1024 + (128 + 4 * BN) * DP * 2 + 72, .threads = 384, .vector_bytes = 16,                 \
+                     "128-byte swizzle, 1024-byte aligned; 10 mbarriers (Q full / empty, K and V "          \
+                     "full / empty a stage)",                                                              \
+      .smem_bytes = 1024 + (128 + 4 * BN) * DP * 2 + 80, .threads = 384, .vector_bytes = 16,                 \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per query row: key tiles of " #BN " in order (online softmax), wgmma k16 steps "    \
                          "in order (f32)",                                                                   \

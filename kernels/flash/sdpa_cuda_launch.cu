@@ -24,8 +24,8 @@ OPSI_SDPA_MMA_EXTERN(__half, 256)
 
 #define OPSI_SDPA_SM90_EXTERN(T, DP)                                                                       \
   extern template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP>(                                          \
-      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::sdpa_geom &, cudaStream_t, \
-      int32_t *, int32_t *, int32_t *);
+      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::sdpa_geom &, int,          \
+      cudaStream_t, int32_t *, int32_t *, int32_t *);
 OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 64)
 OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 128)
 OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 256)
@@ -122,11 +122,18 @@ template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_ar
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
+  /* Every work tile costs the same without a window (causal is one) or varlen: one block an
+   * SM walks them (persistent; the next tile's Q and K / V load under the current one's
+   * end). Otherwise a block a tile, longest first, and the hardware balances them. */
+  const int64_t tiles = opsi::fa3::sdpa_tiles(g);
+  const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
+  const int64_t cap = uniform ? ctx->sm_count : 2147483647;
+  const int grid = (int)(tiles < cap ? tiles : cap);
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP>(mq, mk, mv, g, stream, info->grid, info->block,
+          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP>(mq, mk, mv, g, grid, stream, info->grid, info->block,
                                                            &info->smem_bytes)
-          : opsi::fa3::launch_sdpa_sm90<__half, DP>(mq, mk, mv, g, stream, info->grid, info->block,
+          : opsi::fa3::launch_sdpa_sm90<__half, DP>(mq, mk, mv, g, grid, stream, info->grid, info->block,
                                                     &info->smem_bytes);
   return cuda_status(e, "launch");
 }

@@ -1,9 +1,10 @@
 /*
  * The Hopper attention forward (sm_90a): TMA + wgmma, warp-specialized.
  *
- * A block owns BM = 128 query rows of one (batch, head):
+ * A work tile is BM = 128 query rows of one (batch, head); a block walks work tiles:
  *   warpgroup 0, producer (setmaxnreg 24): one thread issues the TMA loads of the Q tile
- *     and of each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns, 128-byte
+ *     (once the consumers' last S has read the previous one: q_empty) and of each key
+ *     tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns, 128-byte
  *     swizzled) into a ring of 2 stages; K and V complete, and are handed back, on their own
  *     mbarriers: S = Q K^T starts before V has landed, and the next K loads as soon as S
  *     has read the last one (V is held a tile longer: its P V runs under the next softmax).
@@ -42,7 +43,7 @@ template <int DP> struct cfg {
   static constexpr int BN = DP == 256 ? 64 : 128;
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
-  static constexpr int BARRIER_BYTES = 8 * (1 + 4 * STAGES);
+  static constexpr int BARRIER_BYTES = 8 * (2 + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
 };
 
@@ -53,11 +54,29 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-/* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
+/* Work tile idx of g's tiles (query tile, head, batch): query tiles last-first within a head
+ * (the longest causal work first), heads, then batches, so that the blocks running at once
+ * share their heads' K and V in L2. */
+struct sdpa_tile {
+  int b, h, m0;
+};
+__device__ __forceinline__ sdpa_tile sdpa_tile_at(const sdpa_geom &g, int n_qt, int64_t idx) {
+  sdpa_tile w;
+  const int64_t bh = idx / n_qt;
+  const int qt = (int)(idx - bh * n_qt);
+  w.h = (int)(bh % g.heads_q), w.b = (int)(bh / g.heads_q), w.m0 = (n_qt - 1 - qt) * BM;
+  return w;
+}
+
+/* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row.
+ * Blocks walk the work tiles idx = blockIdx.x, + gridDim.x, ... (a persistent grid when the
+ * launcher gives fewer blocks than tiles): the producer loads the next tile's Q once the
+ * consumers' last S of the current one has read it (q_empty) and its K / V into the ring as
+ * stages come free, under the current tile's last P V and epilogue. */
 template <typename T, int DP>
 __global__ void __launch_bounds__(THREADS, 1)
     sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                     const __grid_constant__ CUtensorMap map_v, const sdpa_geom g) {
+                     const __grid_constant__ CUtensorMap map_v, const sdpa_geom g, int32_t n_qt, int64_t tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace opsi::sm90;
   using C = cfg<DP>;
@@ -65,22 +84,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t *sq = smem, *sk = smem + C::Q_BYTES, *sv = sk + STAGES * C::KV_BYTES;
-  uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * C::KV_BYTES);
-  uint64_t *k_full = q_full + 1, *v_full = k_full + STAGES, *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
-
-  const int b = blockIdx.z, h = blockIdx.y, hk = h / g.group;
-  const sdpa_seq s = sdpa_sequence(g, b);
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
-  if (m0 >= s.sq) return;
-  const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
-  int j_lo, j_hi;
-  sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
-  const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+  uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * C::KV_BYTES), *q_empty = q_full + 1;
+  uint64_t *k_full = q_full + 2, *v_full = k_full + STAGES, *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
-  const int bmap = g.cu_q == nullptr ? b : 0; /* varlen maps have a batch axis of 1 */
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 8); /* one arrival per consumer warp */
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(&k_full[st], 1);
       mbar_init(&v_full[st], 1);
@@ -94,169 +104,207 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
     if (warp == 0 && lane == 0) {
-      mbar_expect_tx(q_full, C::Q_BYTES);
-#pragma unroll
-      for (int c = 0; c < DP / 64; ++c) {
-        tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, (int32_t)(s.q0 + m0), h, bmap);
-      }
-      for (int t = t_begin; t < t_end; ++t) {
-        const int n = t - t_begin, st = n % STAGES;
-        const int32_t row = (int32_t)(s.k0 + t * BN);
-        mbar_wait(&k_empty[st], ((n / STAGES) & 1) ^ 1);
-        mbar_expect_tx(&k_full[st], C::KV_BYTES);
-#pragma unroll
-        for (int c = 0; c < DP / 64; ++c) {
-          tma_load_4d(sk + st * C::KV_BYTES + c * BN * 128, &map_k, &k_full[st], c * 64, row, hk, bmap);
-        }
-        mbar_wait(&v_empty[st], ((n / STAGES) & 1) ^ 1);
-        mbar_expect_tx(&v_full[st], C::KV_BYTES);
+      int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
+      for (int64_t idx = blockIdx.x; idx < tiles; idx += gridDim.x) {
+        const sdpa_tile w = sdpa_tile_at(g, n_qt, idx);
+        const sdpa_seq s = sdpa_sequence(g, w.b);
+        if (w.m0 >= s.sq) continue;
+        const int hk = w.h / g.group, bmap = g.cu_q == nullptr ? w.b : 0; /* varlen maps: batch axis of 1 */
+        int j_lo, j_hi;
+        sdpa_key_range(g, s, w.m0, min(w.m0 + BM, s.sq) - 1, &j_lo, &j_hi);
+        const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+        mbar_wait(q_empty, (tn & 1) ^ 1);
+        mbar_expect_tx(q_full, C::Q_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
-          tma_load_4d(sv + st * C::KV_BYTES + c * BN * 128, &map_v, &v_full[st], c * 64, row, hk, bmap);
+          tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, (int32_t)(s.q0 + w.m0), w.h, bmap);
         }
+        for (int t = t_begin; t < t_end; ++t, ++kv) {
+          const int st = kv % STAGES;
+          const uint32_t ph = (kv / STAGES) & 1;
+          const int32_t row = (int32_t)(s.k0 + t * BN);
+          mbar_wait(&k_empty[st], ph ^ 1);
+          mbar_expect_tx(&k_full[st], C::KV_BYTES);
+#pragma unroll
+          for (int c = 0; c < DP / 64; ++c) {
+            tma_load_4d(sk + st * C::KV_BYTES + c * BN * 128, &map_k, &k_full[st], c * 64, row, hk, bmap);
+          }
+          mbar_wait(&v_empty[st], ph ^ 1);
+          mbar_expect_tx(&v_full[st], C::KV_BYTES);
+#pragma unroll
+          for (int c = 0; c < DP / 64; ++c) {
+            tma_load_4d(sv + st * C::KV_BYTES + c * BN * 128, &map_v, &v_full[st], c * 64, row, hk, bmap);
+          }
+        }
+        ++tn;
       }
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int cw = wg - 1, wq = warp % 4;
     const int r_in = cw * 64 + wq * 16 + lane / 4; /* this thread's rows r_in and r_in + 8 of the tile */
-    float o[DP / 2];
-#pragma unroll
-    for (int i = 0; i < DP / 2; ++i) o[i] = 0.0f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
     const uint32_t q_addr = smem_addr(sq) + cw * 64 * 128;
-    mbar_wait(q_full, 0);
-
-    /* the ping-pong: warpgroup 1 issues first */
-    if (cw == 1) named_bar_arrive(1, 256);
-
-    /* Tile t: issue S_t = Q K_t^T and O += P_{t-1} V_{t-1} (one turn of the ping-pong), wait
-     * for S_t only; its softmax runs while P V is still in flight; then wait for P V, hand
-     * the stage of t - 1 back, rescale O and round P_t. The first tile has no P V before it
-     * and the last one's follows the loop: the steady state has no branch around a wgmma
-     * (ptxas serializes every wgmma of a kernel where it cannot see the groups). */
+    float o[DP / 2];
     uint32_t pa[BN / 16][4];
     float sc[BN / 2];
-    const auto issue_s = [&](int st) {
-      const uint32_t k_addr = smem_addr(sk + st * C::KV_BYTES);
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
-        wgmma<T, BN, false>::mma(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + koff, 16, 1024),
-                                 kk > 0 ? 1u : 0u);
-      }
-      wgmma_commit();
-    };
-    const auto issue_pv = [&](int st) {
-      const uint32_t v_addr = smem_addr(sv + st * C::KV_BYTES);
-#pragma unroll
-      for (int kt = 0; kt < BN / 16; ++kt) {
-        wgmma_rs<T, DP>::mma(o, pa[kt], smem_desc(v_addr + kt * 16 * 128, BN * 128, 1024), 1u);
-      }
-      wgmma_commit();
-    };
-    /* S_t -> P_t in sc (f32; the m64nBN accumulators are BN / 8 blocks of the m16n8 layout)
-     * with the row statistics; O's rescale factors into rs */
-    const auto softmax = [&](int t, float (&rs)[2]) {
-      sdpa_online_softmax(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane,
-                          reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max, row_sum, rs, fast_exp2);
-    };
-    const auto round_p = [&]() {
-#pragma unroll
-      for (int kt = 0; kt < BN / 16; ++kt) {
-        pa[kt][0] = pack2<T>(sc[kt * 8 + 0], sc[kt * 8 + 1]);
-        pa[kt][1] = pack2<T>(sc[kt * 8 + 2], sc[kt * 8 + 3]);
-        pa[kt][2] = pack2<T>(sc[kt * 8 + 4], sc[kt * 8 + 5]);
-        pa[kt][3] = pack2<T>(sc[kt * 8 + 6], sc[kt * 8 + 7]);
-      }
-    };
 
-    if (t_end > t_begin) {
-      float rs[2];
-      mbar_wait(&k_full[0], 0);
-      named_bar_sync(1 + cw, 256); /* my turn to issue */
-      wgmma_fence();
-      issue_s(0);
-      named_bar_arrive(2 - cw, 256); /* the other warpgroup's turn */
-      wgmma_wait<0>();
-      fence_regs(sc);
-      if (lane == 0) mbar_arrive(&k_empty[0]);
-      softmax(t_begin, rs); /* O is still 0: nothing to rescale */
-      round_p();
-      for (int t = t_begin + 1; t < t_end; ++t) {
-        const int n = t - t_begin, st = n % STAGES, pst = (n - 1) % STAGES;
-        mbar_wait(&k_full[st], (n / STAGES) & 1);
-        mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
+    /* the ping-pong: warpgroup 1 issues first; the turns run on across work tiles (both
+     * warpgroups take one a key tile, plus one a tile for its last P V) */
+    if (cw == 1) named_bar_arrive(1, 256);
+
+    int kv = 0, tn = 0; /* key tiles and work tiles consumed so far */
+    for (int64_t idx = blockIdx.x; idx < tiles; idx += gridDim.x) {
+      const sdpa_tile w = sdpa_tile_at(g, n_qt, idx);
+      const int b = w.b, h = w.h, m0 = w.m0;
+      const sdpa_seq s = sdpa_sequence(g, b);
+      if (m0 >= s.sq) continue;
+      const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
+      int j_lo, j_hi;
+      sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
+      const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+#pragma unroll
+      for (int i = 0; i < DP / 2; ++i) o[i] = 0.0f;
+      float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+      mbar_wait(q_full, tn & 1);
+
+      /* Tile t: issue S_t = Q K_t^T and O += P_{t-1} V_{t-1} (one turn of the ping-pong), wait
+       * for S_t only; its softmax runs while P V is still in flight; then wait for P V, hand
+       * the stage of t - 1 back, rescale O and round P_t. The first tile has no P V before it
+       * and the last one's follows the loop: the steady state has no branch around a wgmma
+       * (ptxas serializes every wgmma of a kernel where it cannot see the groups). Q goes
+       * back to the producer once the last S has read it. */
+      const auto issue_s = [&](int st) {
+        const uint32_t k_addr = smem_addr(sk + st * C::KV_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk) {
+          const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
+          wgmma<T, BN, false>::mma(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + koff, 16, 1024),
+                                   kk > 0 ? 1u : 0u);
+        }
+        wgmma_commit();
+      };
+      const auto issue_pv = [&](int st) {
+        const uint32_t v_addr = smem_addr(sv + st * C::KV_BYTES);
+#pragma unroll
+        for (int kt = 0; kt < BN / 16; ++kt) {
+          wgmma_rs<T, DP>::mma(o, pa[kt], smem_desc(v_addr + kt * 16 * 128, BN * 128, 1024), 1u);
+        }
+        wgmma_commit();
+      };
+      /* S_t -> P_t in sc (f32; the m64nBN accumulators are BN / 8 blocks of the m16n8 layout)
+       * with the row statistics; O's rescale factors into rs */
+      const auto softmax = [&](int t, float (&rs)[2]) {
+        sdpa_online_softmax(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane,
+                            reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max, row_sum, rs, fast_exp2);
+      };
+      const auto round_p = [&]() {
+#pragma unroll
+        for (int kt = 0; kt < BN / 16; ++kt) {
+          pa[kt][0] = pack2<T>(sc[kt * 8 + 0], sc[kt * 8 + 1]);
+          pa[kt][1] = pack2<T>(sc[kt * 8 + 2], sc[kt * 8 + 3]);
+          pa[kt][2] = pack2<T>(sc[kt * 8 + 4], sc[kt * 8 + 5]);
+          pa[kt][3] = pack2<T>(sc[kt * 8 + 6], sc[kt * 8 + 7]);
+        }
+      };
+
+      if (t_end > t_begin) {
+        float rs[2];
+        const int st0 = kv % STAGES;
+        mbar_wait(&k_full[st0], (kv / STAGES) & 1);
+        named_bar_sync(1 + cw, 256); /* my turn to issue */
+        wgmma_fence();
+        issue_s(st0);
+        named_bar_arrive(2 - cw, 256); /* the other warpgroup's turn */
+        wgmma_wait<0>();
+        fence_regs(sc);
+        if (lane == 0) mbar_arrive(&k_empty[st0]);
+        if (lane == 0 && t_end - t_begin == 1) mbar_arrive(q_empty);
+        softmax(t_begin, rs); /* O is still 0: nothing to rescale */
+        round_p();
+        for (int t = t_begin + 1; t < t_end; ++t) {
+          const int n = kv + (t - t_begin), st = n % STAGES, pst = (n - 1) % STAGES;
+          mbar_wait(&k_full[st], (n / STAGES) & 1);
+          mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
+          named_bar_sync(1 + cw, 256);
+          wgmma_fence();
+          issue_s(st);
+          issue_pv(pst);
+          named_bar_arrive(2 - cw, 256);
+          wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
+          fence_regs(sc);
+          if (lane == 0) mbar_arrive(&k_empty[st]);
+          if (lane == 0 && t == t_end - 1) mbar_arrive(q_empty);
+          softmax(t, rs);
+          wgmma_wait<0>();
+          fence_regs(o);
+          if (lane == 0) mbar_arrive(&v_empty[pst]);
+#pragma unroll
+          for (int nb = 0; nb < DP / 8; ++nb) {
+            o[nb * 4] *= rs[0], o[nb * 4 + 1] *= rs[0];
+            o[nb * 4 + 2] *= rs[1], o[nb * 4 + 3] *= rs[1];
+          }
+          round_p();
+        }
+        const int n = kv + (t_end - 1 - t_begin), pst = n % STAGES;
+        mbar_wait(&v_full[pst], (n / STAGES) & 1);
         named_bar_sync(1 + cw, 256);
         wgmma_fence();
-        issue_s(st);
         issue_pv(pst);
         named_bar_arrive(2 - cw, 256);
-        wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
-        fence_regs(sc);
-        if (lane == 0) mbar_arrive(&k_empty[st]);
-        softmax(t, rs);
         wgmma_wait<0>();
         fence_regs(o);
         if (lane == 0) mbar_arrive(&v_empty[pst]);
+      } else if (lane == 0) {
+        mbar_arrive(q_empty); /* no key: Q was not read */
+      }
+      kv += t_end - t_begin;
+      ++tn;
+
+      /* O / sum and LSE */
+      T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int i = m0 + r_in + hr * 8;
+        const float inv = sdpa_finish_row(g, s, b, h, i, row_max[hr], row_sum[hr], lane);
+        if (i >= s.sq) continue;
+        T *row = op + (int64_t)i * g.o.ss;
 #pragma unroll
         for (int nb = 0; nb < DP / 8; ++nb) {
-          o[nb * 4] *= rs[0], o[nb * 4 + 1] *= rs[0];
-          o[nb * 4 + 2] *= rs[1], o[nb * 4 + 3] *= rs[1];
+          const int col = nb * 8 + (lane % 4) * 2;
+          if (col + 2 <= g.dv) {
+            *reinterpret_cast<uint32_t *>(row + col) =
+                pack2<T>(o[nb * 4 + hr * 2] * inv, o[nb * 4 + hr * 2 + 1] * inv);
+          } else if (col < g.dv) {
+            row[col] = from_f<T>(o[nb * 4 + hr * 2] * inv);
+          }
         }
-        round_p();
       }
-      const int n = t_end - 1 - t_begin, pst = n % STAGES;
-      mbar_wait(&v_full[pst], (n / STAGES) & 1);
-      named_bar_sync(1 + cw, 256);
-      wgmma_fence();
-      issue_pv(pst);
-      named_bar_arrive(2 - cw, 256);
-      wgmma_wait<0>();
-      fence_regs(o);
-      if (lane == 0) mbar_arrive(&v_empty[pst]);
     }
     /* warpgroup 2's last hand-over (one more than warpgroup 1 waited for) is taken here, so
      * that no arrival is left pending on barrier 1 */
     if (cw == 0) named_bar_sync(1, 256);
-
-    /* O / sum and LSE */
-    T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int i = m0 + r_in + hr * 8;
-      const float inv = sdpa_finish_row(g, s, b, h, i, row_max[hr], row_sum[hr], lane);
-      if (i >= s.sq) continue;
-      T *row = op + (int64_t)i * g.o.ss;
-#pragma unroll
-      for (int nb = 0; nb < DP / 8; ++nb) {
-        const int col = nb * 8 + (lane % 4) * 2;
-        if (col + 2 <= g.dv) {
-          *reinterpret_cast<uint32_t *>(row + col) = pack2<T>(o[nb * 4 + hr * 2] * inv, o[nb * 4 + hr * 2 + 1] * inv);
-        } else if (col < g.dv) {
-          row[col] = from_f<T>(o[nb * 4 + hr * 2] * inv);
-        }
-      }
-    }
   }
 #else
-  (void)map_q, (void)map_k, (void)map_v, (void)g;
+  (void)map_q, (void)map_k, (void)map_v, (void)g, (void)n_qt, (void)tiles;
   __trap();
 #endif
 }
 
-/* Host side: grid (query tiles, Hq, batch). */
+/* Host side: the work tiles (query tiles x Hq x batch, sdpa_tiles) on `grid` blocks (a
+ * persistent grid when fewer). */
+inline int64_t sdpa_tiles(const sdpa_geom &g) { return (int64_t)((g.seqlen_q + BM - 1) / BM) * g.heads_q * g.batch; }
+
 template <typename T, int DP>
 cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
-                             const sdpa_geom &g, cudaStream_t stream, int32_t *grid, int32_t *block,
+                             const sdpa_geom &g, int grid, cudaStream_t stream, int32_t *grid_out, int32_t *block,
                              int32_t *smem_bytes) {
   const auto kernel = sdpa_sm90_kernel<T, DP>;
   const cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<DP>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const dim3 gr((unsigned)((g.seqlen_q + BM - 1) / BM), (unsigned)g.heads_q, (unsigned)g.batch);
-  kernel<<<gr, THREADS, cfg<DP>::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g);
-  grid[0] = (int32_t)gr.x, grid[1] = (int32_t)gr.y, grid[2] = (int32_t)gr.z;
+  const int n_qt = (g.seqlen_q + BM - 1) / BM;
+  kernel<<<grid, THREADS, cfg<DP>::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g, n_qt, sdpa_tiles(g));
+  grid_out[0] = grid, grid_out[1] = grid_out[2] = 1;
   block[0] = THREADS, block[1] = block[2] = 1;
   *smem_bytes = cfg<DP>::SMEM_BYTES;
   return cudaGetLastError();
@@ -268,6 +316,6 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
 #define OPSI_SDPA_SM90_INSTANTIATE(T, DP)                                                                   \
   template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP>(const CUtensorMap &, const CUtensorMap &,      \
                                                           const CUtensorMap &, const opsi::sdpa_geom &,  \
-                                                          cudaStream_t, int32_t *, int32_t *, int32_t *);
+                                                          int, cudaStream_t, int32_t *, int32_t *, int32_t *);
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_ */

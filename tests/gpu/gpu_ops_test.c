@@ -1525,6 +1525,48 @@ static void sdpa_case(int iter, int64_t big_seq) {
   free_call(&c);
 }
 
+/* More work tiles than SMs without a window or varlen: the Hopper kernels' persistent grid,
+ * each block walking several (query tile, head, batch) tiles with the K / V ring, the Q
+ * buffer and the ping-pong turns carried across them. 3 x 8 heads (GQA 4) x 8 query tiles
+ * of 1000 rows (a tail) = 192 tiles; 777 keys (a partial key tile); LSE; d 64 bf16, then
+ * d 128 f16 with Dv 96. */
+static void sdpa_many_tiles(void **state) {
+  (void)state;
+  opst_rng *r = &g_rng;
+  for (int v = 0; v < 2; ++v) {
+    const int32_t dt = v == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
+    const int64_t batch = 3, sq = 1000, sk = 777, hq = 8, hkv = 2, d = v == 0 ? 64 : 128, dv = v == 0 ? 64 : 96;
+    gcall c;
+    memset(&c, 0, sizeof c);
+    c.op = OPS_OP_SDPA;
+    c.run = run_sdpa;
+    ops_sdpa_params_init(&c.sdpa);
+    opst_tensor tq, tk, tv, to, tl;
+    const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
+                  os[4] = {batch, sq, hq, dv}, ls[3] = {batch, hq, sq};
+    alloc_seq(&tq, dt, 4, qs, v);
+    alloc_seq(&tk, dt, 4, ks, v);
+    alloc_seq(&tv, dt, 4, vs, v);
+    alloc_seq(&to, dt, 4, os, 0);
+    opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
+    opst_fill_uniform(&tq, r, -1, 1);
+    opst_fill_uniform(&tk, r, -1, 1);
+    opst_fill_uniform(&tv, r, -1, 1);
+    add_tensor(&c, &tq, IN, -1);
+    add_tensor(&c, &tk, IN, -1);
+    add_tensor(&c, &tv, IN, -1);
+    add_absent(&c); /* mask */
+    add_absent(&c); /* cu_seqlens */
+    add_absent(&c);
+    add_tensor(&c, &to, OUT, -1);
+    add_tensor(&c, &tl, OUT, -1);
+    c.label = v == 0 ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, lse: 192 work tiles"
+                     : "sdpa f16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 96, BHSD, lse: 192 work tiles";
+    check_call(&c);
+    free_call(&c);
+  }
+}
+
 static void sdpa(void **state) {
   (void)state;
   for (int i = 0; i < 48; ++i) sdpa_case(i, 0);
@@ -1601,6 +1643,7 @@ int main(void) {
       cmocka_unit_test(gemm),
       cmocka_unit_test(gemm_many_tiles),
       cmocka_unit_test(gemm_tf32),
+      cmocka_unit_test(sdpa_many_tiles),
       cmocka_unit_test(sdpa),
       cmocka_unit_test(every_row_length_has_a_kernel),
       cmocka_unit_test(claimed_features_are_exercised),

@@ -43,17 +43,6 @@ struct sdpa_geom {
   int32_t aligned; /* q, k, v, o: unit-stride rows, 16-byte aligned base and strides */
 };
 
-/* Two probabilities rounded to the 16-bit type, packed as one 32-bit mma operand register. */
-template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-
 /* One (batch, head)'s sequences: their starts in the packed tensors (0 without varlen) and
  * lengths, clamped to [0, max_seqlen] so that a bad cu_seqlens cannot send a read astray. */
 struct sdpa_seq {

@@ -90,17 +90,6 @@ template <int ACT> __device__ __forceinline__ float act16(float x) {
   }
 }
 
-/* Two floats rounded to a 16-bit pair (the first in the low half), as one register. */
-template <typename O> __device__ __forceinline__ uint32_t pack2(float a, float b);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t *>(&h);
-}
-
 /* What a register epilogue holds, decided once a call: EPI_PLAIN D = acc; EPI_ACT only the
  * activation; EPI_BIAS_VEC a column bias vector and the activation (nn.Linear's); both with
  * alpha 1; EPI_GENERAL any mix of alpha, beta C, a bias of any broadcast, the activation and

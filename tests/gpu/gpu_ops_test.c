@@ -1415,6 +1415,13 @@ static const int64_t kSeq[] = {1, 2, 17, 63, 64, 100, 128, 129, 200, 255, 333};
 
 /* One attention case. iter % 3 picks the head-dim class (<= 64, <= 128, <= 256) so that every
  * head-dim kernel sees each feature; j = iter / 3 walks the features deterministically. */
+/* Q, K and V filled from [-1, 1) and added to the call as its first three inputs. */
+static void add_qkv(gcall *c, opst_tensor *q, opst_tensor *k, opst_tensor *v) {
+  opst_tensor *t[3] = {q, k, v};
+  for (int i = 0; i < 3; ++i) opst_fill_uniform(t[i], &g_rng, -1, 1);
+  for (int i = 0; i < 3; ++i) add_tensor(c, t[i], IN, -1);
+}
+
 static void sdpa_case(int iter, int64_t big_seq) {
   opst_rng *r = &g_rng;
   const int cls = iter % 3, j = iter / 3;
@@ -1470,12 +1477,7 @@ static void sdpa_case(int iter, int64_t big_seq) {
     alloc_seq(&tv, dt, 4, vs, layout);
     alloc_seq(&to, dt, 4, os, layout % 3);
   }
-  opst_fill_uniform(&tq, r, -1, 1);
-  opst_fill_uniform(&tk, r, -1, 1);
-  opst_fill_uniform(&tv, r, -1, 1);
-  add_tensor(&c, &tq, IN, -1);
-  add_tensor(&c, &tk, IN, -1);
-  add_tensor(&c, &tv, IN, -1);
+  add_qkv(&c, &tq, &tk, &tv);
   if (with_mask) { /* broadcast over batch and / or heads; some keys removed, now and then a whole row */
     const int64_t ms[4] = {opst_chance(r, 0.5) ? batch : 1, opst_chance(r, 0.5) ? hq : 1, sq, sk};
     opst_alloc(&tm, r, opst_chance(r, 0.5) ? OPS_DTYPE_F32 : dt, 4, ms, OPST_CONTIGUOUS);
@@ -1549,12 +1551,7 @@ static void sdpa_many_tiles(void **state) {
     alloc_seq(&tv, dt, 4, vs, v);
     alloc_seq(&to, dt, 4, os, 0);
     opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
-    opst_fill_uniform(&tq, r, -1, 1);
-    opst_fill_uniform(&tk, r, -1, 1);
-    opst_fill_uniform(&tv, r, -1, 1);
-    add_tensor(&c, &tq, IN, -1);
-    add_tensor(&c, &tk, IN, -1);
-    add_tensor(&c, &tv, IN, -1);
+    add_qkv(&c, &tq, &tk, &tv);
     add_absent(&c); /* mask */
     add_absent(&c); /* cu_seqlens */
     add_absent(&c);

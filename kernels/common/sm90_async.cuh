@@ -85,15 +85,15 @@ __device__ __forceinline__ void named_bar_sync(int id, int count) {
 __device__ __forceinline__ void named_bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
-
 #endif
 
 /* TMA stores (not behind the sm_90a guard: the epilogues that call them are compiled for
- * every target, the kernels that call those only for sm_90a). Shared memory written by ordinary stores (stmatrix included) is made visible
- * to the copy engine by fence_proxy_async in every writing thread, then a barrier, then one
- * thread issues the store and commits it as a bulk group; that thread alone may wait on its
- * groups: bulk_wait_read<N> until at most N groups still read shared memory (their source
- * may be rewritten), bulk_wait<N> until at most N are incomplete. */
+ * every target, the kernels that call those only for sm_90a). Shared memory written by
+ * ordinary stores (stmatrix included) is made visible to the copy engine by
+ * fence_proxy_async in every writing thread, then a barrier, then one thread issues the store
+ * and commits it as a bulk group; that thread alone may wait on its groups: bulk_wait_read<N>
+ * until at most N groups still read shared memory (their source may be rewritten),
+ * bulk_wait<N> until at most N are incomplete. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 /* A box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) from shared memory;
  * elements past the tensor's edges are not written. */

@@ -98,12 +98,19 @@ ops_status cuda_status(cudaError_t e, const char *what) {
 /* ---- Hopper ---- */
 
 /* A 3-D map over (inner, outer, batch) of a 16-bit operand, box (64, box_outer, 1), 128-byte
- * swizzle, zeros past the edges. A broadcast batch is an axis of extent 1. */
-ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner, int64_t outer,
-                      int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer, const char *what) {
+ * swizzle, zeros past the edges (TMA stores write nothing there). A broadcast batch is an
+ * axis of extent 1. */
+CUresult map_3d(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner, int64_t outer, int64_t s_outer,
+                int64_t batch, int64_t s_batch, int box_outer) {
   const int64_t dims[3] = {inner, outer, s_batch != 0 ? batch : 1}, strides[2] = {s_outer, s_batch};
   const uint32_t box[3] = {64, (uint32_t)box_outer, 1};
-  const CUresult r = opsi::encode_map_16bit(map, base, dtype, 3, dims, strides, box);
+  return opsi::encode_map_16bit(map, base, dtype, 3, dims, strides, box);
+}
+
+/* map_3d for operand `what`, a failure as the call's error. */
+ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner, int64_t outer,
+                      int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer, const char *what) {
+  const CUresult r = map_3d(map, base, dtype, inner, outer, s_outer, batch, s_batch, box_outer);
   if (r == CUDA_ERROR_NOT_FOUND) {
     return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: the driver has no cuTensorMapEncodeTiled", what);
   }
@@ -114,15 +121,13 @@ ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t
 }
 
 /* D's store map (box 64 x 64 x 1) when the Hopper epilogue can store D by TMA: 16-bit, unit
- * column stride, 16-byte aligned base and row / batch strides. A D that cannot is stored by
- * the threads instead (returns false; no error). */
+ * column stride, 16-byte aligned base and positive row / batch strides. A D that cannot is
+ * stored by the threads instead (returns false; no error). */
 bool encode_store_map(CUtensorMap *map, const opsi::gemm_geom &g) {
   if (g.d_dtype != OPS_DTYPE_BF16 && g.d_dtype != OPS_DTYPE_F16) return false;
-  if (g.d.sc != 1 || (uintptr_t)g.d.p % 16 != 0 || g.d.sr % 8 != 0 || (g.batch > 1 && g.d.sb % 8 != 0)) return false;
-  if (g.d.sr <= 0 || (g.batch > 1 && g.d.sb <= 0)) return false;
-  const int64_t dims[3] = {g.n, g.m, g.batch}, strides[2] = {g.d.sr, g.d.sb};
-  const uint32_t box[3] = {64, 64, 1};
-  return opsi::encode_map_16bit(map, g.d.p, g.d_dtype, 3, dims, strides, box) == CUDA_SUCCESS;
+  if (g.d.sc != 1 || (uintptr_t)g.d.p % 16 != 0 || g.d.sr <= 0 || g.d.sr % 8 != 0) return false;
+  if (g.batch > 1 && (g.d.sb <= 0 || g.d.sb % 8 != 0)) return false;
+  return map_3d(map, g.d.p, g.d_dtype, g.n, g.m, g.d.sr, g.batch, g.batch > 1 ? g.d.sb : 0, 64) == CUDA_SUCCESS;
 }
 
 template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {

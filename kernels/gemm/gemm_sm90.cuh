@@ -292,9 +292,8 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
                                                 const float (&acc)[BN / 2], float *buf, int cw) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fc = (lane % 4) * 2;
-  /* the last tile's TMA stores may still read buf (only their issuing thread can wait), and
-   * a slower warp of the group may still read the bias staged for the last tile (the
-   * mainloop between has no barrier of the warpgroup) */
+  /* the last tile's TMA stores may still read buf: their issuing thread waits, then the
+   * warpgroup meets */
   if (t == 0) bulk_wait_read<0>();
   asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
 #pragma unroll

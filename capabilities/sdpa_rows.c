@@ -51,18 +51,20 @@
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 24): one thread issues the TMA loads of the Q "      \
-                                "tile and of each key tile's K and V into a 2-stage ring, K and V on their " \
-                                "own full and empty mbarriers; work tiles (query tile, head, batch; query "  \
-                                "tiles last-first) in a loop: a grid of one block an SM when every tile "    \
-                                "costs the same (no window or causal mask, no varlen), the next tile's Q " \
-                                "and K / V loading under the current one's last P V and epilogue; else a "   \
-                                "block a tile, longest first"},                                              \
-                {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 240), 64 query rows each: S = Q K^T by "   \
-                                 "wgmma m64n" #BN "k16 from shared memory, online softmax in registers "     \
-                                 "(exp2), O += P V by wgmma m64n" #DP "k16 with P from registers; a tile's "  \
-                                 "S is issued with the previous tile's P V, whose wgmma runs under the "      \
-                                 "softmax; the two take turns issuing (named barriers) so one's softmax "     \
-                                 "overlaps the other's wgmma"}},                                                                   \
+                                "tile and of each key tile's K and V into a 2-stage ring, K and V on their "  \
+                                "own full and empty mbarriers, K a key tile ahead of V, waiting suspended "   \
+                                "(no polling); work tiles (query tile, head, batch; query "                   \
+                                "tiles last-first) in a loop: a grid of one block an SM when every tile "     \
+                                "costs the same (no window or causal mask, no varlen), the next tile's Q "    \
+                                "and K / V loading under the current one's last P V and epilogue; else a "    \
+                                "block a tile, longest first"},                                               \
+                {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 240), 64 query rows each: S = Q K^T by "      \
+                                 "wgmma m64n" #BN "k16 from shared memory, online softmax in registers "       \
+                                 "(exp2, the scale in its FFMA), O += P V by wgmma m64n" #DP "k16 with P "     \
+                                 "from registers; a tile's S is issued with the previous tile's P V, whose "   \
+                                 "wgmma runs under the softmax, and O is rescaled under the next S (skipped "  \
+                                 "where no row max of the warp moved); the two take turns issuing (named "     \
+                                 "barriers) so one's softmax overlaps the other's wgmma"}},                    \
       .stages = 2,                                                                                           \
       .smem_layout = "Q 128x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as boxes of 64 columns, "     \
                      "128-byte swizzle, 1024-byte aligned; 10 mbarriers (Q full / empty, K and V "          \

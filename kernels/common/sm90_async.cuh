@@ -38,6 +38,20 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
+/* mbar_wait for a thread with nothing else to do (a producer): the hardware suspends it until
+ * the phase completes (or the hint, 1 ms, runs out) instead of letting it poll, which takes
+ * issue slots from the warps that share its scheduler. */
+__device__ __forceinline__ void mbar_wait_suspend(uint64_t *bar, uint32_t parity) {
+  const uint32_t addr = smem_addr(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity), "n"(1000000)
+        : "memory");
+  } while (!done);
+}
 /* A box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) into shared memory. */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *bar, int32_t c0, int32_t c1,
                                          int32_t c2) {
@@ -65,6 +79,12 @@ template <int N> __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
          (1ull << 62);
+}
+/* A descriptor moved `bytes` further into shared memory: the start address is the low word's
+ * low 14 bits (in 16-byte units), and shared memory ends below 2^18 bytes, so no carry leaves
+ * the field and one 32-bit add does it. */
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)desc + (bytes >> 4));
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

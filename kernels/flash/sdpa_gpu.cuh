@@ -107,19 +107,47 @@ __device__ __forceinline__ float sdpa_score(const sdpa_geom &g, const sdpa_seq &
 
 /* One key tile's scores -> unnormalized probabilities, in place, for the thread's two rows of
  * the m16n8 / m64nN accumulator layout: sc[n][e] is row r0 + (e / 2) * 8, key j0 + 8 n +
- * (lane % 4) * 2 + e % 2 (tile rows i_lo .. i_hi, within the sequence). Scores go to the log2
- * domain (masked only where the tile needs it); each row's running max and sum are updated over
- * the quad of threads that holds it; rs: the factor the row's O is to be rescaled by. */
+ * (lane % 4) * 2 + e % 2 (tile rows i_lo .. i_hi, within the sequence). Each row's running
+ * max and sum are updated over the quad of threads that holds it; rs: the factor the row's O
+ * is to be rescaled by. A tile that needs no mask under a positive scale keeps its raw dot
+ * products: the max of the raw row times the scale is the scaled max, and each probability is
+ * exp2(dot * scale - max), one FFMA; otherwise the scores go to the log2 domain first (masked
+ * where the tile needs it) and the factor is 1. */
 template <int NB, typename Exp2>
 __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i_lo,
                                                     int i_hi, int r0, int j0, int lane, float (&sc)[NB][4],
                                                     float (&row_max)[2], float (&row_sum)[2], float (&rs)[2],
                                                     Exp2 exp2) {
-  if (sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
+  /* the row statistics and probabilities of scores x * k */
+  const auto finish = [&](float k) {
 #pragma unroll
-    for (int n = 0; n < NB; ++n)
+    for (int hr = 0; hr < 2; ++hr) {
+      float m[NB]; /* the row's max by a tree: log2(NB) dependent steps, not NB */
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[n][e] *= g.scale_log2;
+      for (int n = 0; n < NB; ++n) m[n] = fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]);
+#pragma unroll
+      for (int w = 1; w < NB; w *= 2)
+#pragma unroll
+        for (int n = 0; n + w < NB; n += 2 * w) m[n] = fmaxf(m[n], m[n + w]);
+      float mx = m[0];
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(row_max[hr], mx * k);
+      const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
+      rs[hr] = exp2(row_max[hr] - base);
+      row_max[hr] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NB; ++n) {
+        sc[n][2 * hr] = exp2(fmaf(sc[n][2 * hr], k, -base));
+        sc[n][2 * hr + 1] = exp2(fmaf(sc[n][2 * hr + 1], k, -base));
+        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+      }
+      row_sum[hr] = row_sum[hr] * rs[hr] + sum;
+    }
+  };
+  if (g.scale_log2 > 0.0f && sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
+    finish(g.scale_log2);
   } else {
 #pragma unroll
     for (int n = 0; n < NB; ++n)
@@ -127,25 +155,7 @@ __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sd
       for (int e = 0; e < 4; ++e) {
         sc[n][e] = sdpa_score(g, s, b, h, r0 + (e / 2) * 8, j0 + n * 8 + (lane % 4) * 2 + (e % 2), sc[n][e]);
       }
-  }
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float mx = row_max[hr];
-#pragma unroll
-    for (int n = 0; n < NB; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
-    rs[hr] = exp2(row_max[hr] - base);
-    row_max[hr] = mx;
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < NB; ++n) {
-      sc[n][2 * hr] = exp2(sc[n][2 * hr] - base);
-      sc[n][2 * hr + 1] = exp2(sc[n][2 * hr + 1] - base);
-      sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
-    }
-    row_sum[hr] = row_sum[hr] * rs[hr] + sum;
+    finish(1.0f);
   }
 }
 

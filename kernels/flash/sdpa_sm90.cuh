@@ -6,18 +6,23 @@
  *     (once the consumers' last S has read the previous one: q_empty) and of each key
  *     tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns, 128-byte
  *     swizzled) into a ring of 2 stages; K and V complete, and are handed back, on their own
- *     mbarriers: S = Q K^T starts before V has landed, and the next K loads as soon as S
- *     has read the last one (V is held a tile longer: its P V runs under the next softmax).
+ *     mbarriers, and K runs a key tile ahead of V (K_t+1, then V_t): S = Q K^T starts before
+ *     V has landed, the next K loads as soon as S has read the last one, and V, held a tile
+ *     longer (its P V runs under the next softmax), does not hold K back. The thread waits
+ *     suspended on the mbarriers: polling took a tenth of the issue slots of the scheduler
+ *     it shares with two consumer warps.
  *   warpgroups 1 and 2, consumers (setmaxnreg 240): 64 query rows each. Per key tile:
- *     S = Q K^T by wgmma m64nBNk16 from shared memory (f32 in registers); the mask where the
- *     tile crosses a sequence end or a window edge; online softmax in registers (exp2, scale
- *     folded into log2(e)); P rounded to 16 bits stays in registers as the A operand of
+ *     S = Q K^T by wgmma m64nBNk16 from shared memory (f32 in registers; descriptors made
+ *     once, moved by an add); the mask where the tile crosses a sequence end or a window
+ *     edge; online softmax in registers (exp2; an unmasked tile's scale goes into the
+ *     exponent's FFMA); P rounded to 16 bits stays in registers as the A operand of
  *     O += P V, wgmma m64nDPk16 with V N-major in shared memory. K and V go back to the
  *     producer (one arrival per consumer warp) once the wgmma group that read each is done.
  *   Inside a warpgroup, tile t's S = Q K^T is issued together with tile t - 1's P V, and
- *   t's softmax runs while that P V is still in flight (O is rescaled once it has landed).
- *   The two consumer warpgroups take turns issuing (named barriers 1 and 2), so that one's
- *   softmax overlaps the other's wgmma.
+ *   t's softmax runs while that P V is still in flight; O is rescaled by t's factors in the
+ *   next turn, between S_t+1 and P_t V_t, under S_t+1 (and not at all where no row max of
+ *   the warp moved). The two consumer warpgroups take turns issuing (named barriers 1 and
+ *   2), so that one's softmax overlaps the other's wgmma.
  * The epilogue divides by the row sums and stores O from registers (pairs of elements), and
  * LSE. Out-of-range rows and columns: TMA reads zeros past a tensor's extent (varlen: the
  * next sequence's rows, masked like any key past the end); stores are bounded.
@@ -104,6 +109,18 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
     if (warp == 0 && lane == 0) {
+      /* K runs a key tile ahead of V (K_t+1 before V_t): S_t+1 needs K_t+1 a softmax before
+       * P_t V_t needs V_t, and V's stage comes free a tile later than K's */
+      const auto load = [&](const CUtensorMap *map, uint8_t *buf, uint64_t *full, uint64_t *empty, int n,
+                            int32_t row, int hk, int bmap) {
+        const int st = n % STAGES;
+        mbar_wait_suspend(&empty[st], ((n / STAGES) & 1) ^ 1);
+        mbar_expect_tx(&full[st], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < DP / 64; ++c) {
+          tma_load_4d(buf + st * C::KV_BYTES + c * BN * 128, map, &full[st], c * 64, row, hk, bmap);
+        }
+      };
       int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
       for (int64_t idx = blockIdx.x; idx < tiles; idx += gridDim.x) {
         const sdpa_tile w = sdpa_tile_at(g, n_qt, idx);
@@ -113,29 +130,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         int j_lo, j_hi;
         sdpa_key_range(g, s, w.m0, min(w.m0 + BM, s.sq) - 1, &j_lo, &j_hi);
         const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
-        mbar_wait(q_empty, (tn & 1) ^ 1);
+        mbar_wait_suspend(q_empty, (tn & 1) ^ 1);
         mbar_expect_tx(q_full, C::Q_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
           tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, (int32_t)(s.q0 + w.m0), w.h, bmap);
         }
         for (int t = t_begin; t < t_end; ++t, ++kv) {
-          const int st = kv % STAGES;
-          const uint32_t ph = (kv / STAGES) & 1;
-          const int32_t row = (int32_t)(s.k0 + t * BN);
-          mbar_wait(&k_empty[st], ph ^ 1);
-          mbar_expect_tx(&k_full[st], C::KV_BYTES);
-#pragma unroll
-          for (int c = 0; c < DP / 64; ++c) {
-            tma_load_4d(sk + st * C::KV_BYTES + c * BN * 128, &map_k, &k_full[st], c * 64, row, hk, bmap);
-          }
-          mbar_wait(&v_empty[st], ph ^ 1);
-          mbar_expect_tx(&v_full[st], C::KV_BYTES);
-#pragma unroll
-          for (int c = 0; c < DP / 64; ++c) {
-            tma_load_4d(sv + st * C::KV_BYTES + c * BN * 128, &map_v, &v_full[st], c * 64, row, hk, bmap);
-          }
+          load(&map_k, sk, k_full, k_empty, kv, (int32_t)(s.k0 + t * BN), hk, bmap);
+          if (t > t_begin) load(&map_v, sv, v_full, v_empty, kv - 1, (int32_t)(s.k0 + (t - 1) * BN), hk, bmap);
         }
+        if (t_end > t_begin) load(&map_v, sv, v_full, v_empty, kv - 1, (int32_t)(s.k0 + (t_end - 1) * BN), hk, bmap);
         ++tn;
       }
     }
@@ -143,7 +148,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int cw = wg - 1, wq = warp % 4;
     const int r_in = cw * 64 + wq * 16 + lane / 4; /* this thread's rows r_in and r_in + 8 of the tile */
-    const uint32_t q_addr = smem_addr(sq) + cw * 64 * 128;
+    /* shared-memory descriptors of this warpgroup's Q rows and of stage 0's K and V */
+    const uint64_t dq = smem_desc(smem_addr(sq) + cw * 64 * 128, 16, 1024);
+    const uint64_t dk = smem_desc(smem_addr(sk), 16, 1024), dv = smem_desc(smem_addr(sv), BN * 128, 1024);
     float o[DP / 2];
     uint32_t pa[BN / 16][4];
     float sc[BN / 2];
@@ -174,21 +181,18 @@ __global__ void __launch_bounds__(THREADS, 1)
        * (ptxas serializes every wgmma of a kernel where it cannot see the groups). Q goes
        * back to the producer once the last S has read it. */
       const auto issue_s = [&](int st) {
-        const uint32_t k_addr = smem_addr(sk + st * C::KV_BYTES);
+        const uint64_t kd = desc_advance(dk, st * C::KV_BYTES);
 #pragma unroll
         for (int kk = 0; kk < DP / 16; ++kk) {
           const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
-          wgmma<T, BN, false>::mma(sc, smem_desc(q_addr + off, 16, 1024), smem_desc(k_addr + koff, 16, 1024),
-                                   kk > 0 ? 1u : 0u);
+          wgmma<T, BN, false>::mma(sc, desc_advance(dq, off), desc_advance(kd, koff), kk > 0 ? 1u : 0u);
         }
         wgmma_commit();
       };
       const auto issue_pv = [&](int st) {
-        const uint32_t v_addr = smem_addr(sv + st * C::KV_BYTES);
+        const uint64_t vd = desc_advance(dv, st * C::KV_BYTES);
 #pragma unroll
-        for (int kt = 0; kt < BN / 16; ++kt) {
-          wgmma_rs<T, DP>::mma(o, pa[kt], smem_desc(v_addr + kt * 16 * 128, BN * 128, 1024), 1u);
-        }
+        for (int kt = 0; kt < BN / 16; ++kt) wgmma_rs<T, DP>::mma(o, pa[kt], desc_advance(vd, kt * 16 * 128), 1u);
         wgmma_commit();
       };
       /* S_t -> P_t in sc (f32; the m64nBN accumulators are BN / 8 blocks of the m16n8 layout)
@@ -207,6 +211,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       };
 
+      /* O *= its rows' rescale factors; nothing to do when no row max of the warp moved (most
+       * key tiles, once a row has seen a few) */
+      const auto rescale_o = [&](const float (&f)[2]) {
+        if (!__any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f)) return;
+#pragma unroll
+        for (int nb = 0; nb < DP / 8; ++nb) {
+          o[nb * 4] *= f[0], o[nb * 4 + 1] *= f[0];
+          o[nb * 4 + 2] *= f[1], o[nb * 4 + 3] *= f[1];
+        }
+      };
+
       if (t_end > t_begin) {
         float rs[2];
         const int st0 = kv % STAGES;
@@ -219,15 +234,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         fence_regs(sc);
         if (lane == 0) mbar_arrive(&k_empty[st0]);
         if (lane == 0 && t_end - t_begin == 1) mbar_arrive(q_empty);
-        softmax(t_begin, rs); /* O is still 0: nothing to rescale */
+        softmax(t_begin, rs); /* O is still 0: its rescale by these factors changes nothing */
         round_p();
         for (int t = t_begin + 1; t < t_end; ++t) {
           const int n = kv + (t - t_begin), st = n % STAGES, pst = (n - 1) % STAGES;
           mbar_wait(&k_full[st], (n / STAGES) & 1);
-          mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
           named_bar_sync(1 + cw, 256);
           wgmma_fence();
           issue_s(st);
+          rescale_o(rs); /* by t - 1's factors, under S_t */
+          mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
+          wgmma_fence();
           issue_pv(pst);
           named_bar_arrive(2 - cw, 256);
           wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
@@ -238,16 +255,12 @@ __global__ void __launch_bounds__(THREADS, 1)
           wgmma_wait<0>();
           fence_regs(o);
           if (lane == 0) mbar_arrive(&v_empty[pst]);
-#pragma unroll
-          for (int nb = 0; nb < DP / 8; ++nb) {
-            o[nb * 4] *= rs[0], o[nb * 4 + 1] *= rs[0];
-            o[nb * 4 + 2] *= rs[1], o[nb * 4 + 3] *= rs[1];
-          }
           round_p();
         }
         const int n = kv + (t_end - 1 - t_begin), pst = n % STAGES;
         mbar_wait(&v_full[pst], (n / STAGES) & 1);
         named_bar_sync(1 + cw, 256);
+        rescale_o(rs);
         wgmma_fence();
         issue_pv(pst);
         named_bar_arrive(2 - cw, 256);

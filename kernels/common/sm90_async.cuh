@@ -27,29 +27,27 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+/* Waits until the phase of `parity` has completed. SUSPEND_NS = 0 polls; otherwise the
+ * hardware suspends the thread until the phase completes (or that many ns pass): for a thread
+ * with nothing else to do (a producer), whose polling would take issue slots from the warps
+ * that share its scheduler. */
+template <uint32_t SUSPEND_NS = 0> __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
   const uint32_t addr = smem_addr(bar);
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-/* mbar_wait for a thread with nothing else to do (a producer): the hardware suspends it until
- * the phase completes (or the hint, 1 ms, runs out) instead of letting it poll, which takes
- * issue slots from the warps that share its scheduler. */
-__device__ __forceinline__ void mbar_wait_suspend(uint64_t *bar, uint32_t parity) {
-  const uint32_t addr = smem_addr(bar);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity), "n"(1000000)
-        : "memory");
+    if constexpr (SUSPEND_NS == 0) {
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity), "n"(SUSPEND_NS)
+          : "memory");
+    }
   } while (!done);
 }
 /* A box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) into shared memory. */

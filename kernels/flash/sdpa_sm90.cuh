@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       const auto load = [&](const CUtensorMap *map, uint8_t *buf, uint64_t *full, uint64_t *empty, int n,
                             int32_t row, int hk, int bmap) {
         const int st = n % STAGES;
-        mbar_wait_suspend(&empty[st], ((n / STAGES) & 1) ^ 1);
+        mbar_wait<1000000>(&empty[st], ((n / STAGES) & 1) ^ 1);
         mbar_expect_tx(&full[st], C::KV_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         int j_lo, j_hi;
         sdpa_key_range(g, s, w.m0, min(w.m0 + BM, s.sq) - 1, &j_lo, &j_hi);
         const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
-        mbar_wait_suspend(q_empty, (tn & 1) ^ 1);
+        mbar_wait<1000000>(q_empty, (tn & 1) ^ 1);
         mbar_expect_tx(q_full, C::Q_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {

@@ -174,12 +174,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
       mbar_wait(q_full, tn & 1);
 
-      /* Tile t: issue S_t = Q K_t^T and O += P_{t-1} V_{t-1} (one turn of the ping-pong), wait
-       * for S_t only; its softmax runs while P V is still in flight; then wait for P V, hand
-       * the stage of t - 1 back, rescale O and round P_t. The first tile has no P V before it
-       * and the last one's follows the loop: the steady state has no branch around a wgmma
-       * (ptxas serializes every wgmma of a kernel where it cannot see the groups). Q goes
-       * back to the producer once the last S has read it. */
+      /* Tile t: issue S_t = Q K_t^T, rescale O by t - 1's factors under it, and issue
+       * O += P_{t-1} V_{t-1} (one turn of the ping-pong); wait for S_t only; its softmax runs
+       * while P V is still in flight; then wait for P V, hand the stage of t - 1 back and
+       * round P_t. The first tile has no P V before it and the last one's follows the loop:
+       * the steady state has no branch around a wgmma (ptxas serializes every wgmma of a
+       * kernel where it cannot see the groups). Q goes back to the producer once the last S
+       * has read it. */
       const auto issue_s = [&](int st) {
         const uint64_t kd = desc_advance(dk, st * C::KV_BYTES);
 #pragma unroll

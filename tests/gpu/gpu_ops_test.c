@@ -1413,8 +1413,6 @@ static void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, 
 
 static const int64_t kSeq[] = {1, 2, 17, 63, 64, 100, 128, 129, 200, 255, 333};
 
-/* One attention case. iter % 3 picks the head-dim class (<= 64, <= 128, <= 256) so that every
- * head-dim kernel sees each feature; j = iter / 3 walks the features deterministically. */
 /* Q, K and V filled from [-1, 1) and added to the call as its first three inputs. */
 static void add_qkv(gcall *c, opst_tensor *q, opst_tensor *k, opst_tensor *v) {
   opst_tensor *t[3] = {q, k, v};
@@ -1422,6 +1420,8 @@ static void add_qkv(gcall *c, opst_tensor *q, opst_tensor *k, opst_tensor *v) {
   for (int i = 0; i < 3; ++i) add_tensor(c, t[i], IN, -1);
 }
 
+/* One attention case. iter % 3 picks the head-dim class (<= 64, <= 128, <= 256) so that every
+ * head-dim kernel sees each feature; j = iter / 3 walks the features deterministically. */
 static void sdpa_case(int iter, int64_t big_seq) {
   opst_rng *r = &g_rng;
   const int cls = iter % 3, j = iter / 3;

@@ -39,8 +39,10 @@
       .tests = OPSI_GPU_TESTS,                                                                               \
   }
 
-/* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP; BN key rows a tile. */
-#define SDPA_SM90_ROW(ID, NAME, DP, BN, EFF, LAUNCH)                                                           \
+/* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP: NC consumer warpgroups of
+ * 64 query rows (BM = 64 NC rows a work tile), BN key rows a tile, registers split by
+ * setmaxnreg as LOAD_REGS (producer) and MMA_REGS (consumers). */
+#define SDPA_SM90_ROW(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                             \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -50,31 +52,32 @@
       .align = 16, .dim_min = {[OPSI_SDPA_SK] = 1, [OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                   \
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
-      .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 24): one thread issues the TMA loads of the Q "      \
-                                "tile and of each key tile's K and V into a 2-stage ring, K and V on their "  \
-                                "own full and empty mbarriers, K a key tile ahead of V, waiting suspended "   \
-                                "(no polling); work tiles (query tile, head, batch; query "                   \
+      .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg " #LOAD_REGS "): one thread issues the TMA loads "  \
+                                "of the Q tile and of each key tile's K and V into a 2-stage ring, K and V "  \
+                                "on their own full and empty mbarriers, K a key tile ahead of V, waiting "    \
+                                "suspended (no polling); work tiles (query tile, head, batch; query "         \
                                 "tiles last-first) in a loop: a grid of one block an SM when every tile "     \
                                 "costs the same (no window or causal mask, no varlen), the next tile's Q "    \
                                 "and K / V loading under the current one's last P V and epilogue; else a "    \
                                 "block a tile, longest first"},                                               \
-                {"consumers", 8, "warpgroups 1 and 2 (setmaxnreg 240), 64 query rows each: S = Q K^T by "      \
-                                 "wgmma m64n" #BN "k16 from shared memory, online softmax in registers "       \
-                                 "(exp2, the scale in its FFMA), O += P V by wgmma m64n" #DP "k16 with P "     \
-                                 "from registers; a tile's S is issued with the previous tile's P V, whose "   \
-                                 "wgmma runs under the softmax, and O is rescaled under the next S (skipped "  \
-                                 "where no row max of the warp moved); the two take turns issuing (named "     \
-                                 "barriers) so one's softmax overlaps the other's wgmma"}},                    \
+                {"consumers", 4 * NC,                                                                         \
+                 "warpgroups 1 to " #NC " (setmaxnreg " #MMA_REGS "), 64 query rows each: S = Q K^T by "        \
+                 "wgmma m64n" #BN "k16 from shared memory, online softmax in registers (exp2, the scale in "   \
+                 "its FFMA; -inf outside each row's visible keys where a tile crosses a sequence end or a "    \
+                 "window edge), O += P V by wgmma m64n" #DP "k16 with P from registers; a tile's S is issued " \
+                 "with the previous tile's P V, whose wgmma runs under the softmax, and O is rescaled under "  \
+                 "the next S (skipped where no row max of the warp moved); they take turns issuing, in a "     \
+                 "ring (named barriers), so one's softmax overlaps the others' wgmma"}},                      \
       .stages = 2,                                                                                           \
-      .smem_layout = "Q 128x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as boxes of 64 columns, "     \
+      .smem_layout = "Q " #BM "x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as boxes of 64 columns, "  \
                      "128-byte swizzle, 1024-byte aligned; 10 mbarriers (Q full / empty, K and V "          \
                      "full / empty a stage)",                                                              \
-      .smem_bytes = 1024 + (128 + 4 * BN) * DP * 2 + 80, .threads = 384, .vector_bytes = 16,                 \
+      .smem_bytes = 1024 + (BM + 4 * BN) * DP * 2 + 80, .threads = 128 * (NC + 1), .vector_bytes = 16,       \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per query row: key tiles of " #BN " in order (online softmax), wgmma k16 steps "    \
                          "in order (f32)",                                                                   \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
-      .tiling = SDPA_TILING(128, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                         \
+      .tiling = SDPA_TILING(BM, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                          \
       .tests = OPSI_GPU_TESTS,                                                                               \
   }
 
@@ -98,8 +101,12 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D64, "cuda_sdpa_mma_d64", 64, 128, 64, 8, 2, opsi_sdpa_cuda_mma_d64),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D128, "cuda_sdpa_mma_d128", 128, 128, 64, 8, 1, opsi_sdpa_cuda_mma_d128),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D256, "cuda_sdpa_mma_d256", 256, 64, 32, 4, 1, opsi_sdpa_cuda_mma_d256),
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 128, 0.45f, opsi_sdpa_cuda_sm90_d64),
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 128, 0.45f, opsi_sdpa_cuda_sm90_d128),
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 64, 0.45f, opsi_sdpa_cuda_sm90_d256),
+    /* sdpa_sm90.cuh's shape<DP> */
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 128, 192, 3, 32, 160, 0.45f,
+                  opsi_sdpa_cuda_sm90_d64),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 128, 128, 2, 24, 240, 0.45f,
+                  opsi_sdpa_cuda_sm90_d128),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 64, 128, 2, 24, 240, 0.45f,
+                  opsi_sdpa_cuda_sm90_d256),
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];

@@ -113,19 +113,23 @@ ops_status encode_operand(CUtensorMap *map, const ops_tensor &t, bool varlen, in
 }
 
 template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_args *a) {
+  using C = opsi::fa3::shape<DP>;
+  if (a->has_mask) { /* the rows do not claim OPSI_F_MASK: the dispatcher sends masks to sm_80's kernel */
+    return opsi_fail(OPS_ERR_INTERNAL, "ops_sdpa: the Hopper kernel got a mask tensor, which it does not read");
+  }
   const opsi::sdpa_geom g = geom_of(a);
   if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
   CUtensorMap mq, mk, mv;
-  ops_status st = encode_operand(&mq, a->q, a->varlen, opsi::fa3::BM, "q");
-  if (st == OPS_OK) st = encode_operand(&mk, a->k, a->varlen, opsi::fa3::cfg<DP>::BN, "k");
-  if (st == OPS_OK) st = encode_operand(&mv, a->v, a->varlen, opsi::fa3::cfg<DP>::BN, "v");
+  ops_status st = encode_operand(&mq, a->q, a->varlen, C::BM, "q");
+  if (st == OPS_OK) st = encode_operand(&mk, a->k, a->varlen, C::BN, "k");
+  if (st == OPS_OK) st = encode_operand(&mv, a->v, a->varlen, C::BN, "v");
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
   /* Every work tile costs the same without a window (causal is one) or varlen: one block an
    * SM walks them (persistent; the next tile's Q and K / V load under the current one's
    * end). Otherwise a block a tile, longest first, and the hardware balances them. */
-  const int64_t tiles = opsi::fa3::sdpa_tiles(g);
+  const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
   const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
   const int64_t cap = uniform ? ctx->sm_count : 2147483647;
   const int grid = (int)(tiles < cap ? tiles : cap);

@@ -87,22 +87,14 @@ __device__ __forceinline__ bool sdpa_tile_unmasked(const sdpa_geom &g, const sdp
   return true;
 }
 
-__device__ __forceinline__ bool sdpa_visible(const sdpa_geom &g, const sdpa_seq &s, int i, int j) {
-  const int diag = s.sk - s.sq;
-  return i < s.sq && j < s.sk && (g.window_left < 0 || j >= i + diag - g.window_left) &&
-         (g.window_right < 0 || j <= i + diag + g.window_right);
-}
-
-/* The log2-domain score of (i, j) from its raw dot product, -inf where not visible. */
-__device__ __forceinline__ float sdpa_score(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i, int j,
-                                            float dot) {
-  if (!sdpa_visible(g, s, i, j)) return -INFINITY;
-  float x = dot * g.scale_log2;
-  if (g.mask != nullptr) {
-    x += 1.4426950408889634f * load_any(g.mask, b * g.mb + h * g.mh + (int64_t)i * g.mi + (int64_t)j * g.mj,
-                                        g.mask_dtype);
-  }
-  return x;
+/* The keys query row i sees: [*lo, *hi) (empty for a row past the sequence's end). In 64
+ * bits: a window's edge may lie far outside the int range. */
+__device__ __forceinline__ void sdpa_row_keys(const sdpa_geom &g, const sdpa_seq &s, int i, int *lo, int *hi) {
+  const int64_t diag = (int64_t)s.sk - s.sq;
+  int64_t l = 0, h = i < s.sq ? s.sk : 0;
+  if (g.window_left >= 0) l = max(l, i + diag - g.window_left);
+  if (g.window_right >= 0) h = min(h, i + diag + g.window_right + 1);
+  *lo = (int)min(l, (int64_t)s.sk), *hi = (int)max(h, (int64_t)0);
 }
 
 /* One key tile's scores -> unnormalized probabilities, in place, for the thread's two rows of
@@ -112,8 +104,10 @@ __device__ __forceinline__ float sdpa_score(const sdpa_geom &g, const sdpa_seq &
  * is to be rescaled by. A tile that needs no mask under a positive scale keeps its raw dot
  * products: the max of the raw row times the scale is the scaled max, and each probability is
  * exp2(dot * scale - max), one FFMA; otherwise the scores go to the log2 domain first (masked
- * where the tile needs it) and the factor is 1. */
-template <int NB, typename Exp2>
+ * where the tile needs it) and the factor is 1. TENSOR_MASK: whether the kernel takes an
+ * explicit mask tensor (the Hopper rows do not, and without its loads the masked path fits
+ * their registers). */
+template <bool TENSOR_MASK, int NB, typename Exp2>
 __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i_lo,
                                                     int i_hi, int r0, int j0, int lane, float (&sc)[NB][4],
                                                     float (&row_max)[2], float (&row_sum)[2], float (&rs)[2],
@@ -149,11 +143,26 @@ __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sd
   if (g.scale_log2 > 0.0f && sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
     finish(g.scale_log2);
   } else {
+    /* to the log2 domain, -inf outside each row's visible keys, plus the mask where given:
+     * the key bounds a row, not a test of every (i, j), keeps this path's registers few */
+    int lo[2], hi[2];
+    sdpa_row_keys(g, s, r0, &lo[0], &hi[0]);
+    sdpa_row_keys(g, s, r0 + 8, &lo[1], &hi[1]);
+    const int jq = j0 + (lane % 4) * 2;
+    const int64_t mrow = TENSOR_MASK && g.mask != nullptr ? b * g.mb + h * g.mh + (int64_t)r0 * g.mi : 0;
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        sc[n][e] = sdpa_score(g, s, b, h, r0 + (e / 2) * 8, j0 + n * 8 + (lane % 4) * 2 + (e % 2), sc[n][e]);
+        const int j = jq + n * 8 + e % 2;
+        float x = -INFINITY;
+        if (j >= lo[e / 2] && j < hi[e / 2]) {
+          x = sc[n][e] * g.scale_log2;
+          if (TENSOR_MASK && g.mask != nullptr) {
+            x += 1.4426950408889634f * load_any(g.mask, mrow + (e / 2) * 8 * g.mi + (int64_t)j * g.mj, g.mask_dtype);
+          }
+        }
+        sc[n][e] = x;
       }
     finish(1.0f);
   }

@@ -1,28 +1,29 @@
 /*
  * The Hopper attention forward (sm_90a): TMA + wgmma, warp-specialized.
  *
- * A work tile is BM = 128 query rows of one (batch, head); a block walks work tiles:
- *   warpgroup 0, producer (setmaxnreg 24): one thread issues the TMA loads of the Q tile
- *     (once the consumers' last S has read the previous one: q_empty) and of each key
- *     tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns, 128-byte
- *     swizzled) into a ring of 2 stages; K and V complete, and are handed back, on their own
- *     mbarriers, and K runs a key tile ahead of V (K_t+1, then V_t): S = Q K^T starts before
- *     V has landed, the next K loads as soon as S has read the last one, and V, held a tile
- *     longer (its P V runs under the next softmax), does not hold K back. The thread waits
- *     suspended on the mbarriers: polling took a tenth of the issue slots of the scheduler
- *     it shares with two consumer warps.
- *   warpgroups 1 and 2, consumers (setmaxnreg 240): 64 query rows each. Per key tile:
- *     S = Q K^T by wgmma m64nBNk16 from shared memory (f32 in registers; descriptors made
- *     once, moved by an add); the mask where the tile crosses a sequence end or a window
- *     edge; online softmax in registers (exp2; an unmasked tile's scale goes into the
- *     exponent's FFMA); P rounded to 16 bits stays in registers as the A operand of
- *     O += P V, wgmma m64nDPk16 with V N-major in shared memory. K and V go back to the
- *     producer (one arrival per consumer warp) once the wgmma group that read each is done.
+ * A work tile is BM = 64 NC query rows of one (batch, head); a block walks work tiles:
+ *   warpgroup 0, producer (setmaxnreg 24, or 32 beside three consumers): one thread issues
+ *     the TMA loads of the Q tile (once the consumers' last S has read the previous one:
+ *     q_empty) and of each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64
+ *     columns, 128-byte swizzled) into a ring of 2 stages; K and V complete, and are handed
+ *     back, on their own mbarriers, and K runs a key tile ahead of V (K_t+1, then V_t):
+ *     S = Q K^T starts before V has landed, the next K loads as soon as S has read the last
+ *     one, and V, held a tile longer (its P V runs under the next softmax), does not hold K
+ *     back. The thread waits suspended on the mbarriers: polling took a tenth of the issue
+ *     slots of the scheduler it shares with the consumer warps.
+ *   warpgroups 1 .. NC, consumers (setmaxnreg 240 for two, 160 for three), 64 query rows
+ *     each. Per key tile: S = Q K^T by wgmma m64nBNk16 from shared memory (f32 in
+ *     registers; descriptors made once, moved by an add); where the tile crosses a sequence
+ *     end or a window edge, -inf outside each row's visible keys; online softmax in
+ *     registers (exp2; an unmasked tile's scale goes into the exponent's FFMA); P rounded to
+ *     16 bits stays in registers as the A operand of O += P V, wgmma m64nDPk16 with V
+ *     N-major in shared memory. K and V go back to the producer (one arrival per consumer
+ *     warp) once the wgmma group that read each is done.
  *   Inside a warpgroup, tile t's S = Q K^T is issued together with tile t - 1's P V, and
  *   t's softmax runs while that P V is still in flight; O is rescaled by t's factors in the
  *   next turn, between S_t+1 and P_t V_t, under S_t+1 (and not at all where no row max of
- *   the warp moved). The two consumer warpgroups take turns issuing (named barriers 1 and
- *   2), so that one's softmax overlaps the other's wgmma.
+ *   the warp moved). The consumer warpgroups take turns issuing, in a ring (named barriers
+ *   1 .. NC), so that one's softmax overlaps the others' wgmma.
  * The epilogue divides by the row sums and stores O from registers (pairs of elements), and
  * LSE. Out-of-range rows and columns: TMA reads zeros past a tensor's extent (varlen: the
  * next sequence's rows, masked like any key past the end); stores are bounded.
@@ -42,15 +43,28 @@
 namespace opsi {
 namespace fa3 {
 
-enum { BM = 128, THREADS = 384, STAGES = 2 };
+enum { STAGES = 2 };
 
-template <int DP> struct cfg {
-  static constexpr int BN = DP == 256 ? 64 : 128;
+/* A kernel's shape: head dims up to DP, BN key rows a tile, NC consumer warpgroups of 64
+ * query rows each (BM = 64 NC rows a work tile), one producer warpgroup. The register
+ * budget (64 K a block) splits as setmaxnreg sets it: 24 + 2 x 240 or 32 + 3 x 160. */
+template <int DP_, int BN_, int NC_> struct cfg {
+  static constexpr int DP = DP_, BN = BN_, NC = NC_;
+  static constexpr int BM = 64 * NC, THREADS = 128 * (NC + 1);
+  static constexpr int LOAD_REGS = NC == 2 ? 24 : 32, MMA_REGS = NC == 2 ? 240 : 160;
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
   static constexpr int BARRIER_BYTES = 8 * (2 + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
+  static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
+  static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= 65536, "register budget");
 };
+
+/* The shape a head dim runs (H100, bench/RESULTS.md): at 64, three consumer warpgroups (the
+ * exponentials cost as much as both GEMMs there, and a third warp a scheduler hides more of
+ * the softmax's latency: +15%); at 128 two, since three would leave 160 registers, no more
+ * than S, P and O alone; at 256 key tiles of 64 (shared memory). */
+template <int DP> using shape = cfg<DP, DP == 256 ? 64 : 128, DP == 64 ? 3 : 2>;
 
 /* 2^x by the MUFU unit (ex2.approx.ftz: 2 ulp; -inf gives +0). */
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -59,17 +73,31 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-/* Work tile idx of g's tiles (query tile, head, batch): query tiles last-first within a head
- * (the longest causal work first), heads, then batches, so that the blocks running at once
- * share their heads' K and V in L2. */
-struct sdpa_tile {
-  int b, h, m0;
+/* g's work tiles: query tiles of BM rows x Hq x batch. Tile idx: query tiles last-first
+ * within a head (the longest causal work first), heads, then batches, so that the blocks
+ * running at once share their heads' K and V in L2; its sequence and query rows [i_lo,
+ * i_hi], and the key tiles of BN it needs, [t_begin, t_end) (none when the tile starts past
+ * its sequence's end: varlen's shorter sequences). */
+template <int BM> __device__ __host__ __forceinline__ int64_t sdpa_tiles(const sdpa_geom &g) {
+  return (int64_t)((g.seqlen_q + BM - 1) / BM) * g.heads_q * g.batch;
+}
+struct sdpa_work {
+  sdpa_seq s;
+  int b, h, i_lo, i_hi, t_begin, t_end;
 };
-__device__ __forceinline__ sdpa_tile sdpa_tile_at(const sdpa_geom &g, int n_qt, int64_t idx) {
-  sdpa_tile w;
+template <int BM, int BN> __device__ __forceinline__ sdpa_work sdpa_work_at(const sdpa_geom &g, int64_t idx) {
+  sdpa_work w;
+  const int n_qt = (g.seqlen_q + BM - 1) / BM;
   const int64_t bh = idx / n_qt;
-  const int qt = (int)(idx - bh * n_qt);
-  w.h = (int)(bh % g.heads_q), w.b = (int)(bh / g.heads_q), w.m0 = (n_qt - 1 - qt) * BM;
+  w.h = (int)(bh % g.heads_q), w.b = (int)(bh / g.heads_q), w.i_lo = (n_qt - 1 - (int)(idx - bh * n_qt)) * BM;
+  w.s = sdpa_sequence(g, w.b);
+  w.i_hi = min(w.i_lo + BM, w.s.sq) - 1;
+  w.t_begin = w.t_end = 0;
+  if (w.i_lo < w.s.sq) {
+    int j_lo, j_hi;
+    sdpa_key_range(g, w.s, w.i_lo, w.i_hi, &j_lo, &j_hi);
+    w.t_begin = j_lo / BN, w.t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : w.t_begin;
+  }
   return w;
 }
 
@@ -78,36 +106,36 @@ __device__ __forceinline__ sdpa_tile sdpa_tile_at(const sdpa_geom &g, int n_qt, 
  * launcher gives fewer blocks than tiles): the producer loads the next tile's Q once the
  * consumers' last S of the current one has read it (q_empty) and its K / V into the ring as
  * stages come free, under the current tile's last P V and epilogue. */
-template <typename T, int DP>
-__global__ void __launch_bounds__(THREADS, 1)
+template <typename T, typename C>
+__global__ void __launch_bounds__(C::THREADS, 1)
     sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                     const __grid_constant__ CUtensorMap map_v, const sdpa_geom g, int32_t n_qt, int64_t tiles) {
+                     const __grid_constant__ CUtensorMap map_v, const sdpa_geom g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace opsi::sm90;
-  using C = cfg<DP>;
-  constexpr int BN = C::BN;
+  constexpr int DP = C::DP, BN = C::BN, BM = C::BM, NC = C::NC;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t *sq = smem, *sk = smem + C::Q_BYTES, *sv = sk + STAGES * C::KV_BYTES;
   uint64_t *q_full = reinterpret_cast<uint64_t *>(sv + STAGES * C::KV_BYTES), *q_empty = q_full + 1;
   uint64_t *k_full = q_full + 2, *v_full = k_full + STAGES, *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
+  const int64_t tiles = sdpa_tiles<BM>(g);
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
-    mbar_init(q_empty, 8); /* one arrival per consumer warp */
+    mbar_init(q_empty, 4 * NC); /* one arrival per consumer warp */
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(&k_full[st], 1);
       mbar_init(&v_full[st], 1);
-      mbar_init(&k_empty[st], 8); /* one arrival per consumer warp */
-      mbar_init(&v_empty[st], 8);
+      mbar_init(&k_empty[st], 4 * NC); /* one arrival per consumer warp */
+      mbar_init(&v_empty[st], 4 * NC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::LOAD_REGS));
     if (warp == 0 && lane == 0) {
       /* K runs a key tile ahead of V (K_t+1 before V_t): S_t+1 needs K_t+1 a softmax before
        * P_t V_t needs V_t, and V's stage comes free a tile later than K's */
@@ -123,18 +151,16 @@ __global__ void __launch_bounds__(THREADS, 1)
       };
       int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
       for (int64_t idx = blockIdx.x; idx < tiles; idx += gridDim.x) {
-        const sdpa_tile w = sdpa_tile_at(g, n_qt, idx);
-        const sdpa_seq s = sdpa_sequence(g, w.b);
-        if (w.m0 >= s.sq) continue;
+        const sdpa_work w = sdpa_work_at<BM, BN>(g, idx);
+        const sdpa_seq &s = w.s;
+        if (w.i_lo >= s.sq) continue;
         const int hk = w.h / g.group, bmap = g.cu_q == nullptr ? w.b : 0; /* varlen maps: batch axis of 1 */
-        int j_lo, j_hi;
-        sdpa_key_range(g, s, w.m0, min(w.m0 + BM, s.sq) - 1, &j_lo, &j_hi);
-        const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+        const int t_begin = w.t_begin, t_end = w.t_end;
         mbar_wait<1000000>(q_empty, (tn & 1) ^ 1);
         mbar_expect_tx(q_full, C::Q_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
-          tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, (int32_t)(s.q0 + w.m0), w.h, bmap);
+          tma_load_4d(sq + c * BM * 128, &map_q, q_full, c * 64, (int32_t)(s.q0 + w.i_lo), w.h, bmap);
         }
         for (int t = t_begin; t < t_end; ++t, ++kv) {
           load(&map_k, sk, k_full, k_empty, kv, (int32_t)(s.k0 + t * BN), hk, bmap);
@@ -145,7 +171,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
     const int cw = wg - 1, wq = warp % 4;
     const int r_in = cw * 64 + wq * 16 + lane / 4; /* this thread's rows r_in and r_in + 8 of the tile */
     /* shared-memory descriptors of this warpgroup's Q rows and of stage 0's K and V */
@@ -155,20 +181,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint32_t pa[BN / 16][4];
     float sc[BN / 2];
 
-    /* the ping-pong: warpgroup 1 issues first; the turns run on across work tiles (both
-     * warpgroups take one a key tile, plus one a tile for its last P V) */
-    if (cw == 1) named_bar_arrive(1, 256);
+    /* the ping-pong: warpgroup 1 issues first, each hands the turn to the next; the turns run
+     * on across work tiles (every warpgroup takes one a key tile, plus one a tile for its
+     * last P V) */
+    const int turn = 1 + cw, next_turn = 1 + (cw + 1) % NC; /* named barriers: mine, the next's */
+    if (cw == NC - 1) named_bar_arrive(1, 256);
 
     int kv = 0, tn = 0; /* key tiles and work tiles consumed so far */
     for (int64_t idx = blockIdx.x; idx < tiles; idx += gridDim.x) {
-      const sdpa_tile w = sdpa_tile_at(g, n_qt, idx);
-      const int b = w.b, h = w.h, m0 = w.m0;
-      const sdpa_seq s = sdpa_sequence(g, b);
-      if (m0 >= s.sq) continue;
-      const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
-      int j_lo, j_hi;
-      sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
-      const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+      const sdpa_work w = sdpa_work_at<BM, BN>(g, idx);
+      const sdpa_seq &s = w.s;
+      if (w.i_lo >= s.sq) continue;
+      const int b = w.b, h = w.h, i_lo = w.i_lo, i_hi = w.i_hi, t_begin = w.t_begin, t_end = w.t_end;
 #pragma unroll
       for (int i = 0; i < DP / 2; ++i) o[i] = 0.0f;
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
@@ -199,7 +223,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       /* S_t -> P_t in sc (f32; the m64nBN accumulators are BN / 8 blocks of the m16n8 layout)
        * with the row statistics; O's rescale factors into rs */
       const auto softmax = [&](int t, float (&rs)[2]) {
-        sdpa_online_softmax(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane,
+        sdpa_online_softmax<false>(g, s, b, h, i_lo, i_hi, i_lo + r_in, t * BN, lane,
                             reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max, row_sum, rs, fast_exp2);
       };
       const auto round_p = [&]() {
@@ -227,10 +251,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         float rs[2];
         const int st0 = kv % STAGES;
         mbar_wait(&k_full[st0], (kv / STAGES) & 1);
-        named_bar_sync(1 + cw, 256); /* my turn to issue */
+        named_bar_sync(turn, 256); /* my turn to issue */
         wgmma_fence();
         issue_s(st0);
-        named_bar_arrive(2 - cw, 256); /* the other warpgroup's turn */
+        named_bar_arrive(next_turn, 256); /* the other warpgroup's turn */
         wgmma_wait<0>();
         fence_regs(sc);
         if (lane == 0) mbar_arrive(&k_empty[st0]);
@@ -240,14 +264,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int t = t_begin + 1; t < t_end; ++t) {
           const int n = kv + (t - t_begin), st = n % STAGES, pst = (n - 1) % STAGES;
           mbar_wait(&k_full[st], (n / STAGES) & 1);
-          named_bar_sync(1 + cw, 256);
+          named_bar_sync(turn, 256);
           wgmma_fence();
           issue_s(st);
           rescale_o(rs); /* by t - 1's factors, under S_t */
           mbar_wait(&v_full[pst], ((n - 1) / STAGES) & 1);
           wgmma_fence();
           issue_pv(pst);
-          named_bar_arrive(2 - cw, 256);
+          named_bar_arrive(next_turn, 256);
           wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
           fence_regs(sc);
           if (lane == 0) mbar_arrive(&k_empty[st]);
@@ -260,11 +284,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         const int n = kv + (t_end - 1 - t_begin), pst = n % STAGES;
         mbar_wait(&v_full[pst], (n / STAGES) & 1);
-        named_bar_sync(1 + cw, 256);
+        named_bar_sync(turn, 256);
         rescale_o(rs);
         wgmma_fence();
         issue_pv(pst);
-        named_bar_arrive(2 - cw, 256);
+        named_bar_arrive(next_turn, 256);
         wgmma_wait<0>();
         fence_regs(o);
         if (lane == 0) mbar_arrive(&v_empty[pst]);
@@ -278,7 +302,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
-        const int i = m0 + r_in + hr * 8;
+        const int i = i_lo + r_in + hr * 8;
         const float inv = sdpa_finish_row(g, s, b, h, i, row_max[hr], row_sum[hr], lane);
         if (i >= s.sq) continue;
         T *row = op + (int64_t)i * g.o.ss;
@@ -294,33 +318,29 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     }
-    /* warpgroup 2's last hand-over (one more than warpgroup 1 waited for) is taken here, so
-     * that no arrival is left pending on barrier 1 */
+    /* the last warpgroup's last hand-over (one more than warpgroup 1 waited for) is taken
+     * here, so that no arrival is left pending on barrier 1 */
     if (cw == 0) named_bar_sync(1, 256);
   }
 #else
-  (void)map_q, (void)map_k, (void)map_v, (void)g, (void)n_qt, (void)tiles;
+  (void)map_q, (void)map_k, (void)map_v, (void)g;
   __trap();
 #endif
 }
 
-/* Host side: the work tiles (query tiles x Hq x batch, sdpa_tiles) on `grid` blocks (a
- * persistent grid when fewer). */
-inline int64_t sdpa_tiles(const sdpa_geom &g) { return (int64_t)((g.seqlen_q + BM - 1) / BM) * g.heads_q * g.batch; }
-
+/* Host side: g's work tiles (sdpa_tiles) on `grid` blocks (a persistent grid when fewer). */
 template <typename T, int DP>
 cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
                              const sdpa_geom &g, int grid, cudaStream_t stream, int32_t *grid_out, int32_t *block,
                              int32_t *smem_bytes) {
-  const auto kernel = sdpa_sm90_kernel<T, DP>;
-  const cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<DP>::SMEM_BYTES);
+  using C = shape<DP>;
+  const auto kernel = sdpa_sm90_kernel<T, C>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const int n_qt = (g.seqlen_q + BM - 1) / BM;
-  kernel<<<grid, THREADS, cfg<DP>::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g, n_qt, sdpa_tiles(g));
+  kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g);
   grid_out[0] = grid, grid_out[1] = grid_out[2] = 1;
-  block[0] = THREADS, block[1] = block[2] = 1;
-  *smem_bytes = cfg<DP>::SMEM_BYTES;
+  block[0] = C::THREADS, block[1] = block[2] = 1;
+  *smem_bytes = C::SMEM_BYTES;
   return cudaGetLastError();
 }
 

@@ -12,7 +12,11 @@ SDPA's flash, cuDNN and efficient backends; matmul, addmm + GELU), timed alike:
   - a GPU sleep queued first, so that every launch is queued before the GPU reaches it:
     the events time the device alone, not Python's launch overhead (reported apart: the
     host microseconds per call of back-to-back calls, for opslib and the best PyTorch);
-  - inputs rotated over enough copies to exceed twice the L2 when one set would fit in it.
+  - inputs rotated over enough copies to exceed twice the L2 when one set would fit in it;
+  - the GPU left idle for `--cooldown` seconds before each contender's warm-up: an H100
+    running a long tensor-core case reaches its 700 W cap within a few hundred ms and
+    drops its clock (1980 -> ~1550 MHz, reason SW power cap, seen with nvidia-smi), so
+    without a pause whoever runs after a long case (opslib runs last) is timed hotter.
 Each opslib result is checked against PyTorch's (relative error, max-normalized). Where
 this build has no CUDA kernel for a case, the row says so with the dispatcher's reason.
 Bytes are the minimal ones (every input read once, every output written once); the
@@ -43,8 +47,13 @@ PEAKS = {"H100 80GB HBM3": {"bf16": 989.4, "f16": 989.4, "tf32": 494.7, "f32": 6
 
 # ---- timing ---------------------------------------------------------------------------
 
+COOLDOWN_S = 1.0
+
+
 def timed(torch, fn, sets, iters, warmup=5):
-    """(median device us, host us per call) of fn(set) over rotating input sets."""
+    """(median device us, host us per call) of fn(set) over rotating input sets, from an idle GPU."""
+    torch.cuda.synchronize()
+    time.sleep(COOLDOWN_S)
     for i in range(warmup):
         fn(sets[i % len(sets)])
     torch.cuda.synchronize()
@@ -384,15 +393,19 @@ def plot(result, png):
 
 
 def main():
+    global COOLDOWN_S
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--families", default="memory,gemm,sdpa")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--cooldown", type=float, default=COOLDOWN_S,
+                    help="seconds of idle GPU before each contender is timed (power cap; see above)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one shape per family (a smoke run)")
     ap.add_argument("--json", default="compare.json")
     ap.add_argument("--png", default="compare.png")
     ap.add_argument("--plot", metavar="JSON", help="only redraw the chart of an earlier run")
     args = ap.parse_args()
+    COOLDOWN_S = args.cooldown
     if args.plot:
         with open(args.plot) as f:
             plot(json.load(f), args.png)
@@ -411,7 +424,7 @@ def main():
     us, _ = timed(torch, lambda s: dst.copy_(src), [None], args.iters)
     result = {"device": name, "sm_count": props.multi_processor_count, "l2_bytes": props.L2_cache_size,
               "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-              "opslib": opslib.version(), "copy_tbps": 2 * src.numel() / us / 1e6,
+              "opslib": opslib.version(), "copy_tbps": 2 * src.numel() / us / 1e6, "cooldown_s": COOLDOWN_S,
               "peak_tflops": PEAKS[peak_key]["bf16"] if peak_key else 0.0,
               "peak_name": f"{peak_key} bf16 dense, data sheet" if peak_key else "unknown device",
               "rows": []}

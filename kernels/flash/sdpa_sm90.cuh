@@ -46,8 +46,11 @@ namespace fa3 {
 enum { STAGES = 2 };
 
 /* A kernel's shape: head dims up to DP, BN key rows a tile, NC consumer warpgroups of 64
- * query rows each (BM = 64 NC rows a work tile), one producer warpgroup. The register
- * budget (64 K a block) splits as setmaxnreg sets it: 24 + 2 x 240 or 32 + 3 x 160. */
+ * query rows each (BM = 64 NC rows a work tile), one producer warpgroup. setmaxnreg splits
+ * the registers the block was launched with (THREADS x the launch bound's count: 168 or
+ * 128): 24 + 2 x 240 or 32 + 3 x 160. The split may not ask for more than that: an increase
+ * waits for registers that the decreases gave back, and with too few it waits for ever (an
+ * experimental variant asking 48 + 2 x 232 = 65536 of 64512 hung on the H100). */
 template <int DP_, int BN_, int NC_> struct cfg {
   static constexpr int DP = DP_, BN = BN_, NC = NC_;
   static constexpr int BM = 64 * NC, THREADS = 128 * (NC + 1);
@@ -57,7 +60,7 @@ template <int DP_, int BN_, int NC_> struct cfg {
   static constexpr int BARRIER_BYTES = 8 * (2 + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
   static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
-  static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= 65536, "register budget");
+  static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 };
 
 /* The shape a head dim runs (H100, bench/RESULTS.md): at 64, three consumer warpgroups (the

@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
        * with the row statistics; O's rescale factors into rs */
       const auto softmax = [&](int t, float (&rs)[2]) {
         sdpa_online_softmax<false>(g, s, b, h, i_lo, i_hi, i_lo + r_in, t * BN, lane,
-                            reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max, row_sum, rs, fast_exp2);
+                                   reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max, row_sum, rs, fast_exp2);
       };
       const auto round_p = [&]() {
 #pragma unroll

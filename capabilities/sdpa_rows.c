@@ -4,6 +4,7 @@
 #include "capabilities/kernel_ids.h"
 #include "kernels/flash/sdpa_cpu.h"
 #include "kernels/flash/sdpa_cuda.h"
+#include "kernels/flash/sdpa_sm90_shape.h"
 
 #define SDPA_GPU_FLAGS                                                                                       \
   (OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_MASK | OPSI_F_STRIDED | \
@@ -39,10 +40,16 @@
       .tests = OPSI_GPU_TESTS,                                                                               \
   }
 
-/* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP: NC consumer warpgroups of
- * 64 query rows (BM = 64 NC rows a work tile), BN key rows a tile, registers split by
- * setmaxnreg as LOAD_REGS (producer) and MMA_REGS (consumers). */
-#define SDPA_SM90_ROW(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                             \
+/* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP, in the shape
+ * sdpa_sm90_shape.h gives it: NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work
+ * tile), BN key rows a tile, registers split by setmaxnreg as LOAD_REGS (producer) and
+ * MMA_REGS (consumers). SDPA_SM90_ROW names the shape's macros, SDPA_SM90_ROW_X expands
+ * them (its parameters are not stringified), and SDPA_SM90_ROW_ prints the numbers. */
+#define SDPA_SM90_ROW(ID, NAME, D, EFF, LAUNCH)                                                                \
+  SDPA_SM90_ROW_X(ID, NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM, OPSI_SDPA_SM90_D##D##_NC, \
+                  OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, EFF, LAUNCH)
+#define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                            \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -101,12 +108,8 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D64, "cuda_sdpa_mma_d64", 64, 128, 64, 8, 2, opsi_sdpa_cuda_mma_d64),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D128, "cuda_sdpa_mma_d128", 128, 128, 64, 8, 1, opsi_sdpa_cuda_mma_d128),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D256, "cuda_sdpa_mma_d256", 256, 64, 32, 4, 1, opsi_sdpa_cuda_mma_d256),
-    /* sdpa_sm90.cuh's shape<DP> */
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 128, 192, 3, 32, 160, 0.45f,
-                  opsi_sdpa_cuda_sm90_d64),
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 128, 128, 2, 24, 240, 0.45f,
-                  opsi_sdpa_cuda_sm90_d128),
-    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 64, 128, 2, 24, 240, 0.45f,
-                  opsi_sdpa_cuda_sm90_d256),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 0.45f, opsi_sdpa_cuda_sm90_d64),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 0.45f, opsi_sdpa_cuda_sm90_d128),
+    SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 0.45f, opsi_sdpa_cuda_sm90_d256),
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];

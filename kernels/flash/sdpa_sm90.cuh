@@ -39,6 +39,7 @@
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/flash/sdpa_gpu.cuh"
+#include "kernels/flash/sdpa_sm90_shape.h"
 
 namespace opsi {
 namespace fa3 {
@@ -46,28 +47,34 @@ namespace fa3 {
 enum { STAGES = 2 };
 
 /* A kernel's shape: head dims up to DP, BN key rows a tile, NC consumer warpgroups of 64
- * query rows each (BM = 64 NC rows a work tile), one producer warpgroup. setmaxnreg splits
- * the registers the block was launched with (THREADS x the launch bound's count: 168 or
- * 128): 24 + 2 x 240 or 32 + 3 x 160. The split may not ask for more than that: an increase
- * waits for registers that the decreases gave back, and with too few it waits for ever (an
- * experimental variant asking 48 + 2 x 232 = 65536 of 64512 hung on the H100). */
-template <int DP_, int BN_, int NC_> struct cfg {
-  static constexpr int DP = DP_, BN = BN_, NC = NC_;
-  static constexpr int BM = 64 * NC, THREADS = 128 * (NC + 1);
-  static constexpr int LOAD_REGS = NC == 2 ? 24 : 32, MMA_REGS = NC == 2 ? 240 : 160;
+ * query rows each (BM = 64 NC rows a work tile), one producer warpgroup; setmaxnreg gives the
+ * producer LOAD_REGS registers a thread and each consumer MMA_REGS. The split may not ask for
+ * more than the block was launched with (THREADS x the launch bound's count: 168 or 128): an
+ * increase waits for registers that the decreases gave back, and with too few it waits for
+ * ever (an experimental variant asking 48 + 2 x 232 = 65536 of 64512 hung on the H100). */
+template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_> struct cfg {
+  static constexpr int DP = DP_, BN = BN_, NC = NC_, BM = BM_, LOAD_REGS = LOAD_REGS_, MMA_REGS = MMA_REGS_;
+  static constexpr int THREADS = 128 * (NC + 1);
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
   static constexpr int BARRIER_BYTES = 8 * (2 + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
   static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
+  static_assert(BM == 64 * NC, "64 query rows a consumer warpgroup");
   static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 };
 
-/* The shape a head dim runs (H100, bench/RESULTS.md): at 64, three consumer warpgroups (the
- * exponentials cost as much as both GEMMs there, and a third warp a scheduler hides more of
- * the softmax's latency: +15%); at 128 two, since three would leave 160 registers, no more
- * than S, P and O alone; at 256 key tiles of 64 (shared memory). */
-template <int DP> using shape = cfg<DP, DP == 256 ? 64 : 128, DP == 64 ? 3 : 2>;
+/* The shape a head dim runs: sdpa_sm90_shape.h (the capability rows state the same numbers;
+ * bench/RESULTS.md has the measurements behind them). */
+#define OPSI_SDPA_SM90_CFG(D)                                                                           \
+  cfg<D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_NC, OPSI_SDPA_SM90_D##D##_BM,                 \
+      OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS>
+template <int DP> struct shape_of;
+template <> struct shape_of<64> { using type = OPSI_SDPA_SM90_CFG(64); };
+template <> struct shape_of<128> { using type = OPSI_SDPA_SM90_CFG(128); };
+template <> struct shape_of<256> { using type = OPSI_SDPA_SM90_CFG(256); };
+#undef OPSI_SDPA_SM90_CFG
+template <int DP> using shape = typename shape_of<DP>::type;
 
 /* 2^x by the MUFU unit (ex2.approx.ftz: 2 ulp; -inf gives +0). */
 __device__ __forceinline__ float fast_exp2(float x) {

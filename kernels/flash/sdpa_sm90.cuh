@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         named_bar_sync(turn, 256); /* my turn to issue */
         wgmma_fence();
         issue_s(st0);
-        named_bar_arrive(next_turn, 256); /* the other warpgroup's turn */
+        named_bar_arrive(next_turn, 256); /* the next warpgroup's turn */
         wgmma_wait<0>();
         fence_regs(sc);
         if (lane == 0) mbar_arrive(&k_empty[st0]);

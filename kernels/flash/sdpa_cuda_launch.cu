@@ -74,7 +74,10 @@ opsi::sdpa_geom geom_of(const opsi_sdpa_args *a) {
   g.seqlen_q = (int32_t)a->seqlen_q, g.seqlen_k = (int32_t)a->seqlen_k;
   g.d = (int32_t)a->head_dim, g.dv = (int32_t)a->head_dim_v;
   g.scale_log2 = (float)(a->scale * 1.4426950408889634);
-  g.window_left = (int32_t)a->window_left, g.window_right = (int32_t)a->window_right;
+  /* a window side wider than every key leaves nothing out: unbounded, which also keeps the
+   * kernels' int sums of window edges in range */
+  g.window_left = a->window_left >= a->seqlen_k ? -1 : (int32_t)a->window_left;
+  g.window_right = a->window_right >= a->seqlen_q ? -1 : (int32_t)a->window_right;
   g.aligned = rows_aligned(a->q) && rows_aligned(a->k) && rows_aligned(a->v) && rows_aligned(a->o);
   return g;
 }

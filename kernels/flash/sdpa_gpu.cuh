@@ -39,7 +39,7 @@ struct sdpa_geom {
   int32_t seqlen_q, seqlen_k;    /* varlen: the max_seqlen bounds */
   int32_t d, dv;
   float scale_log2;              /* scale * log2(e) */
-  int32_t window_left, window_right; /* -1: unbounded */
+  int32_t window_left, window_right; /* -1: unbounded (also for a side wider than every key) */
   int32_t aligned; /* q, k, v, o: unit-stride rows, 16-byte aligned base and strides */
 };
 
@@ -66,7 +66,10 @@ __device__ __forceinline__ sdpa_seq sdpa_sequence(const sdpa_geom &g, int b) {
   return s;
 }
 
-/* The keys query rows [i_lo, i_hi] (inclusive, within the sequence) can see: [*j_lo, *j_hi). */
+/* The keys query rows [i_lo, i_hi] (inclusive, within the sequence) can see: [*j_lo, *j_hi).
+ * Here and in sdpa_tile_unmasked, int sums of window edges: the launchers pass no window side
+ * wider than every key (sdpa_geom's windows are < Sk on the left, < Sq on the right, else -1),
+ * so each sum stays within (-Sq - Sk, Sq + Sk). */
 __device__ __forceinline__ void sdpa_key_range(const sdpa_geom &g, const sdpa_seq &s, int i_lo, int i_hi,
                                                int *j_lo, int *j_hi) {
   const int diag = s.sk - s.sq;

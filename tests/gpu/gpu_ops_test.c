@@ -1564,6 +1564,45 @@ static void sdpa_many_tiles(void **state) {
   }
 }
 
+/* Window sides of up to 2^31 - 1 keys (wider than every key: the same as none) with Sq != Sk:
+ * the kernels' window edges are int sums (i + (Sk - Sq) +- a side), which such a side would
+ * overflow; the launchers pass those sides as unbounded. Both kernels run (no mask). */
+static void sdpa_wide_windows(void **state) {
+  (void)state;
+  opst_rng *r = &g_rng;
+  static const int32_t kWin[3][2] = {{INT32_MAX, INT32_MAX}, {INT32_MAX, 0}, {INT32_MAX - 7, 5}};
+  for (int v = 0; v < 3; ++v) {
+    const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
+    const int64_t batch = 2, sq = v == 1 ? 200 : 300, sk = v == 1 ? 300 : 200, hq = 4, hkv = 2, d = 128;
+    gcall c;
+    memset(&c, 0, sizeof c);
+    c.op = OPS_OP_SDPA;
+    c.run = run_sdpa;
+    ops_sdpa_params_init(&c.sdpa);
+    c.sdpa.window_left = kWin[v][0], c.sdpa.window_right = kWin[v][1];
+    opst_tensor tq, tk, tv, to, tl;
+    const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, os[4] = {batch, sq, hq, d},
+                  ls[3] = {batch, hq, sq};
+    alloc_seq(&tq, dt, 4, qs, 0);
+    alloc_seq(&tk, dt, 4, ks, 0);
+    alloc_seq(&tv, dt, 4, ks, 0);
+    alloc_seq(&to, dt, 4, os, 0);
+    opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
+    add_qkv(&c, &tq, &tk, &tv);
+    add_absent(&c); /* mask */
+    add_absent(&c); /* cu_seqlens */
+    add_absent(&c);
+    add_tensor(&c, &to, OUT, -1);
+    add_tensor(&c, &tl, OUT, -1);
+    char label[160];
+    snprintf(label, sizeof label, "sdpa %s 2 x 4 heads x %lld x %lld, d 128, window (%d, %d), lse",
+             ops_dtype_name((ops_dtype)dt), (long long)sq, (long long)sk, (int)kWin[v][0], (int)kWin[v][1]);
+    c.label = label;
+    check_call(&c);
+    free_call(&c);
+  }
+}
+
 static void sdpa(void **state) {
   (void)state;
   for (int i = 0; i < 48; ++i) sdpa_case(i, 0);
@@ -1641,6 +1680,7 @@ int main(void) {
       cmocka_unit_test(gemm_many_tiles),
       cmocka_unit_test(gemm_tf32),
       cmocka_unit_test(sdpa_many_tiles),
+      cmocka_unit_test(sdpa_wide_windows),
       cmocka_unit_test(sdpa),
       cmocka_unit_test(every_row_length_has_a_kernel),
       cmocka_unit_test(claimed_features_are_exercised),

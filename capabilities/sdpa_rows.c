@@ -43,13 +43,14 @@
 /* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP, in the shape
  * sdpa_sm90_shape.h gives it: NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work
  * tile), BN key rows a tile, registers split by setmaxnreg as LOAD_REGS (producer) and
- * MMA_REGS (consumers). SDPA_SM90_ROW names the shape's macros, SDPA_SM90_ROW_X expands
+ * MMA_REGS (consumers), CLUSTER blocks a cluster on uniform calls. SDPA_SM90_ROW names the shape's macros, SDPA_SM90_ROW_X expands
  * them (its parameters are not stringified), and SDPA_SM90_ROW_ prints the numbers. */
 #define SDPA_SM90_ROW(ID, NAME, D, EFF, LAUNCH)                                                                \
   SDPA_SM90_ROW_X(ID, NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM, OPSI_SDPA_SM90_D##D##_NC, \
-                  OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, EFF, LAUNCH)
+                  OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER, \
+                  EFF, LAUNCH)
 #define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
-#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                            \
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, EFF, LAUNCH)                   \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -65,8 +66,12 @@
                                 "suspended (no polling); work tiles (query tile, head, batch; query "         \
                                 "tiles last-first) in a loop: a grid of one block an SM when every tile "     \
                                 "costs the same (no window or causal mask, no varlen), the next tile's Q "    \
-                                "and K / V loading under the current one's last P V and epilogue; else a "    \
-                                "block a tile, longest first"},                                               \
+                                "and K / V loading under the current one's last P V and epilogue, in "       \
+                                "clusters of " #CLUSTER " block(s) where a head has an even number of "      \
+                                "query tiles (2: neighbouring query tiles of a head, each block loading "     \
+                                "half of every K / V tile into both by TMA multicast, a stage refilled "      \
+                                "once both blocks' consumers have released it); else a block a tile, "       \
+                                "longest first"},                                                             \
                 {"consumers", 4 * NC,                                                                         \
                  "warpgroups 1 to " #NC " (setmaxnreg " #MMA_REGS "), 64 query rows each: S = Q K^T by "        \
                  "wgmma m64n" #BN "k16 from shared memory, online softmax in registers (exp2, the scale in "   \

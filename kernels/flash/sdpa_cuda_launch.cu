@@ -22,16 +22,20 @@ OPSI_SDPA_MMA_EXTERN(__half, 128)
 OPSI_SDPA_MMA_EXTERN(__half, 256)
 #undef OPSI_SDPA_MMA_EXTERN
 
-#define OPSI_SDPA_SM90_EXTERN(T, DP)                                                                       \
-  extern template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP>(                                          \
+#define OPSI_SDPA_SM90_EXTERN(T, DP, CL)                                                                   \
+  extern template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP, CL>(                                      \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::sdpa_geom &, int,          \
       cudaStream_t, int32_t *, int32_t *, int32_t *);
-OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 64)
-OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 128)
-OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 256)
-OPSI_SDPA_SM90_EXTERN(__half, 64)
-OPSI_SDPA_SM90_EXTERN(__half, 128)
-OPSI_SDPA_SM90_EXTERN(__half, 256)
+OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 64, 1)
+OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 64, 2)
+OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 128, 1)
+OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 128, 2)
+OPSI_SDPA_SM90_EXTERN(__nv_bfloat16, 256, 1)
+OPSI_SDPA_SM90_EXTERN(__half, 64, 1)
+OPSI_SDPA_SM90_EXTERN(__half, 64, 2)
+OPSI_SDPA_SM90_EXTERN(__half, 128, 1)
+OPSI_SDPA_SM90_EXTERN(__half, 128, 2)
+OPSI_SDPA_SM90_EXTERN(__half, 256, 1)
 #undef OPSI_SDPA_SM90_EXTERN
 
 namespace {
@@ -122,26 +126,38 @@ template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_ar
   }
   const opsi::sdpa_geom g = geom_of(a);
   if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
+  /* Every work tile costs the same without a window (causal is one) or varlen: one block an
+   * SM walks them (persistent; the next tile's Q and K / V load under the current one's
+   * end), and where the shape has clusters and a head has an even number of query tiles, in
+   * clusters of two that load each K / V tile once for both (half each, multicast).
+   * Otherwise a block a tile, longest first, and the hardware balances them. */
+  const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
+  const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
+  const int cluster = C::CLUSTER > 1 && uniform && ((g.seqlen_q + C::BM - 1) / C::BM) % 2 == 0 ? 2 : 1;
   CUtensorMap mq, mk, mv;
   ops_status st = encode_operand(&mq, a->q, a->varlen, C::BM, "q");
-  if (st == OPS_OK) st = encode_operand(&mk, a->k, a->varlen, C::BN, "k");
-  if (st == OPS_OK) st = encode_operand(&mv, a->v, a->varlen, C::BN, "v");
+  if (st == OPS_OK) st = encode_operand(&mk, a->k, a->varlen, C::BN / cluster, "k");
+  if (st == OPS_OK) st = encode_operand(&mv, a->v, a->varlen, C::BN / cluster, "v");
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
-  /* Every work tile costs the same without a window (causal is one) or varlen: one block an
-   * SM walks them (persistent; the next tile's Q and K / V load under the current one's
-   * end). Otherwise a block a tile, longest first, and the hardware balances them. */
-  const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
-  const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
-  const int64_t cap = uniform ? ctx->sm_count : 2147483647;
+  const int64_t cap = uniform ? ctx->sm_count / cluster * cluster : 2147483647;
   const int grid = (int)(tiles < cap ? tiles : cap);
-  const cudaError_t e =
-      a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP>(mq, mk, mv, g, grid, stream, info->grid, info->block,
-                                                           &info->smem_bytes)
-          : opsi::fa3::launch_sdpa_sm90<__half, DP>(mq, mk, mv, g, grid, stream, info->grid, info->block,
-                                                    &info->smem_bytes);
+  const bool bf16 = a->q.dtype == OPS_DTYPE_BF16;
+  cudaError_t e;
+  if constexpr (C::CLUSTER == 2) {
+    if (cluster == 2) {
+      e = bf16 ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, 2>(mq, mk, mv, g, grid, stream, info->grid,
+                                                                     info->block, &info->smem_bytes)
+               : opsi::fa3::launch_sdpa_sm90<__half, DP, 2>(mq, mk, mv, g, grid, stream, info->grid, info->block,
+                                                              &info->smem_bytes);
+      return cuda_status(e, "launch");
+    }
+  }
+  e = bf16 ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, 1>(mq, mk, mv, g, grid, stream, info->grid, info->block,
+                                                                 &info->smem_bytes)
+           : opsi::fa3::launch_sdpa_sm90<__half, DP, 1>(mq, mk, mv, g, grid, stream, info->grid, info->block,
+                                                          &info->smem_bytes);
   return cuda_status(e, "launch");
 }
 

@@ -24,6 +24,13 @@
  *   next turn, between S_t+1 and P_t V_t, under S_t+1 (and not at all where no row max of
  *   the warp moved). The consumer warpgroups take turns issuing, in a ring (named barriers
  *   1 .. NC), so that one's softmax overlaps the others' wgmma.
+ * Clusters (CLUSTER 2, uniform calls with an even number of query tiles a head): the two
+ * blocks of a cluster take neighbouring query tiles of one head, which read the same keys;
+ * each producer loads its half of every K / V tile's rows into both blocks (TMA multicast,
+ * completing on each block's full barrier), and its empty barriers count the consumer warps
+ * of both blocks (the others arrive remotely), so that a stage is refilled only once both
+ * have read it. The L2 serves each K / V tile once a pair: at d128 s16k 9.2 GB instead of
+ * 16.0, L2 busy 32% instead of 53%, and the board's power goes to the SMs.
  * The epilogue divides by the row sums and stores O from registers (pairs of elements), and
  * LSE. Out-of-range rows and columns: TMA reads zeros past a tensor's extent (varlen: the
  * next sequence's rows, masked like any key past the end); stores are bounded.
@@ -35,6 +42,8 @@
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_
 
 #include <cuda.h>
+
+#include <atomic>
 
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/common/wgmma_ops.cuh"
@@ -52,15 +61,18 @@ enum { STAGES = 2 };
  * more than the block was launched with (THREADS x the launch bound's count: 168 or 128): an
  * increase waits for registers that the decreases gave back, and with too few it waits for
  * ever (an experimental variant asking 48 + 2 x 232 = 65536 of 64512 hung on the H100). */
-template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_> struct cfg {
+template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int CLUSTER_> struct cfg {
   static constexpr int DP = DP_, BN = BN_, NC = NC_, BM = BM_, LOAD_REGS = LOAD_REGS_, MMA_REGS = MMA_REGS_;
+  static constexpr int CLUSTER = CLUSTER_; /* where the call allows it (the launcher decides) */
   static constexpr int THREADS = 128 * (NC + 1);
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
   static constexpr int BARRIER_BYTES = 8 * (2 + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
   static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one block");
   static_assert(BM == 64 * NC, "64 query rows a consumer warpgroup");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "one block, or a pair sharing K / V");
   static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 };
 
@@ -68,7 +80,7 @@ template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_> str
  * bench/RESULTS.md has the measurements behind them). */
 #define OPSI_SDPA_SM90_CFG(D)                                                                           \
   cfg<D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_NC, OPSI_SDPA_SM90_D##D##_BM,                 \
-      OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS>
+      OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER>
 template <int DP> struct shape_of;
 template <> struct shape_of<64> { using type = OPSI_SDPA_SM90_CFG(64); };
 template <> struct shape_of<128> { using type = OPSI_SDPA_SM90_CFG(128); };
@@ -116,7 +128,7 @@ template <int BM, int BN> __device__ __forceinline__ sdpa_work sdpa_work_at(cons
  * launcher gives fewer blocks than tiles): the producer loads the next tile's Q once the
  * consumers' last S of the current one has read it (q_empty) and its K / V into the ring as
  * stages come free, under the current tile's last P V and epilogue. */
-template <typename T, typename C>
+template <typename T, typename C, int CL>
 __global__ void __launch_bounds__(C::THREADS, 1)
     sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                      const __grid_constant__ CUtensorMap map_v, const sdpa_geom g) {
@@ -130,6 +142,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   uint64_t *k_full = q_full + 2, *v_full = k_full + STAGES, *k_empty = v_full + STAGES, *v_empty = k_empty + STAGES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
   const int64_t tiles = sdpa_tiles<BM>(g);
+  /* CL 2: a cluster of two, both blocks on neighbouring query tiles of one head (same keys) */
+  const uint32_t rank = CL > 1 ? cluster_rank() : 0;
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -137,18 +151,23 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(&k_full[st], 1);
       mbar_init(&v_full[st], 1);
-      mbar_init(&k_empty[st], 4 * NC); /* one arrival per consumer warp */
-      mbar_init(&v_empty[st], 4 * NC);
+      mbar_init(&k_empty[st], 4 * NC * CL); /* one arrival per consumer warp of the cluster */
+      mbar_init(&v_empty[st], 4 * NC * CL);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (CL > 1) {
+    cluster_sync(); /* the other block's barriers are set up before anything lands there */
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::LOAD_REGS));
     if (warp == 0 && lane == 0) {
       /* K runs a key tile ahead of V (K_t+1 before V_t): S_t+1 needs K_t+1 a softmax before
        * P_t V_t needs V_t, and V's stage comes free a tile later than K's */
+      const int mine = (int)rank * (BN / 2); /* in a cluster, the first of my half of a tile's rows */
       const auto load = [&](const CUtensorMap *map, uint8_t *buf, uint64_t *full, uint64_t *empty, int n,
                             int32_t row, int hk, int bmap) {
         const int st = n % STAGES;
@@ -156,7 +175,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         mbar_expect_tx(&full[st], C::KV_BYTES);
 #pragma unroll
         for (int c = 0; c < DP / 64; ++c) {
-          tma_load_4d(buf + st * C::KV_BYTES + c * BN * 128, map, &full[st], c * 64, row, hk, bmap);
+          uint8_t *dst = buf + st * C::KV_BYTES + c * BN * 128 + mine * 128;
+          if constexpr (CL == 1) {
+            tma_load_4d(dst, map, &full[st], c * 64, row, hk, bmap);
+          } else { /* my half of the rows (the map's box), into both blocks */
+            tma_load_4d_multicast(dst, map, &full[st], c * 64, row + mine, hk, bmap, 0x3);
+          }
         }
       };
       int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
@@ -179,6 +203,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         if (t_end > t_begin) load(&map_v, sv, v_full, v_empty, kv - 1, (int32_t)(s.k0 + (t_end - 1) * BN), hk, bmap);
         ++tn;
       }
+      /* the producer's other threads have exited, which barrier.cluster does not wait for */
+      if constexpr (CL > 1) cluster_sync();
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
@@ -190,6 +216,14 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     float o[DP / 2];
     uint32_t pa[BN / 16][4];
     float sc[BN / 2];
+
+    /* a stage goes back to the producers of every block that reads it */
+    const auto release = [&](uint64_t *empty) {
+      if (lane == 0) {
+        mbar_arrive(empty);
+        if constexpr (CL > 1) mbar_arrive_cluster(empty, rank ^ 1);
+      }
+    };
 
     /* the ping-pong: warpgroup 1 issues first, each hands the turn to the next; the turns run
      * on across work tiles (every warpgroup takes one a key tile, plus one a tile for its
@@ -267,7 +301,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         named_bar_arrive(next_turn, 256); /* the next warpgroup's turn */
         wgmma_wait<0>();
         fence_regs(sc);
-        if (lane == 0) mbar_arrive(&k_empty[st0]);
+        release(&k_empty[st0]);
         if (lane == 0 && t_end - t_begin == 1) mbar_arrive(q_empty);
         softmax(t_begin, rs); /* O is still 0: its rescale by these factors changes nothing */
         round_p();
@@ -284,12 +318,12 @@ __global__ void __launch_bounds__(C::THREADS, 1)
           named_bar_arrive(next_turn, 256);
           wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
           fence_regs(sc);
-          if (lane == 0) mbar_arrive(&k_empty[st]);
+          release(&k_empty[st]);
           if (lane == 0 && t == t_end - 1) mbar_arrive(q_empty);
           softmax(t, rs);
           wgmma_wait<0>();
           fence_regs(o);
-          if (lane == 0) mbar_arrive(&v_empty[pst]);
+          release(&v_empty[pst]);
           round_p();
         }
         const int n = kv + (t_end - 1 - t_begin), pst = n % STAGES;
@@ -301,7 +335,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
         named_bar_arrive(next_turn, 256);
         wgmma_wait<0>();
         fence_regs(o);
-        if (lane == 0) mbar_arrive(&v_empty[pst]);
+        release(&v_empty[pst]);
       } else if (lane == 0) {
         mbar_arrive(q_empty); /* no key: Q was not read */
       }
@@ -331,6 +365,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     /* the last warpgroup's last hand-over (one more than warpgroup 1 waited for) is taken
      * here, so that no arrival is left pending on barrier 1 */
     if (cw == 0) named_bar_sync(1, 256);
+    /* no block leaves while the other may still load into it or hand it a stage back */
+    if constexpr (CL > 1) cluster_sync();
   }
 #else
   (void)map_q, (void)map_k, (void)map_v, (void)g;
@@ -338,16 +374,46 @@ __global__ void __launch_bounds__(C::THREADS, 1)
 #endif
 }
 
-/* Host side: g's work tiles (sdpa_tiles) on `grid` blocks (a persistent grid when fewer). */
-template <typename T, int DP>
+/* Host side: g's work tiles (sdpa_tiles) on `grid` blocks (a persistent grid when fewer), in
+ * clusters of CL (2 wants an even number of query tiles a head and the same keys for every
+ * tile: no window, no varlen, and maps whose K / V box is BN / 2 rows). The two are separate
+ * kernels: a cluster's remote arrivals, read from a register at run time, cost the kernel
+ * without one 2% (causal, s1k batch 16) on the H100. */
+template <typename T, int DP, int CL>
 cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
                              const sdpa_geom &g, int grid, cudaStream_t stream, int32_t *grid_out, int32_t *block,
                              int32_t *smem_bytes) {
   using C = shape<DP>;
-  const auto kernel = sdpa_sm90_kernel<T, C>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  const auto kernel = sdpa_sm90_kernel<T, C, CL>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g);
+  if constexpr (CL == 1) {
+    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g);
+  } else {
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)CL, attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    lc.blockDim = dim3(C::THREADS), lc.dynamicSmemBytes = C::SMEM_BYTES, lc.stream = stream;
+    lc.attrs = attr, lc.numAttrs = 1;
+    /* a persistent grid: as many clusters as fit at once (an SM of an odd GPC stays idle),
+     * asked once a device */
+    static std::atomic<int> fits[64];
+    int dev = 0;
+    e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    int fit = dev < 64 ? fits[dev].load(std::memory_order_relaxed) : 0;
+    if (fit == 0) {
+      lc.gridDim = dim3((unsigned)grid);
+      e = cudaOccupancyMaxActiveClusters(&fit, kernel, &lc);
+      if (e != cudaSuccess) return e;
+      if (dev < 64) fits[dev].store(fit, std::memory_order_relaxed);
+    }
+    if (fit > 0 && fit * CL < grid) grid = fit * CL;
+    lc.gridDim = dim3((unsigned)grid);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, g);
+    if (e != cudaSuccess) return e;
+  }
   grid_out[0] = grid, grid_out[1] = grid_out[2] = 1;
   block[0] = C::THREADS, block[1] = block[2] = 1;
   *smem_bytes = C::SMEM_BYTES;
@@ -357,9 +423,9 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
 }  // namespace fa3
 }  // namespace opsi
 
-#define OPSI_SDPA_SM90_INSTANTIATE(T, DP)                                                                   \
-  template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP>(const CUtensorMap &, const CUtensorMap &,      \
-                                                          const CUtensorMap &, const opsi::sdpa_geom &,  \
-                                                          int, cudaStream_t, int32_t *, int32_t *, int32_t *);
+#define OPSI_SDPA_SM90_INSTANTIATE(T, DP, CL)                                                              \
+  template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP, CL>(const CUtensorMap &, const CUtensorMap &,  \
+                                                              const CUtensorMap &, const opsi::sdpa_geom &, \
+                                                              int, cudaStream_t, int32_t *, int32_t *, int32_t *);
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_ */

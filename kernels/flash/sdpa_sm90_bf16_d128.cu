@@ -1,4 +1,4 @@
 /* The Hopper attention forward (sdpa_sm90.cuh), bf16, head dims up to 128. */
 #include "kernels/flash/sdpa_sm90.cuh"
 
-OPSI_SDPA_SM90_INSTANTIATE(__nv_bfloat16, 128)
+OPSI_SDPA_SM90_INSTANTIATE(__nv_bfloat16, 128, 1)

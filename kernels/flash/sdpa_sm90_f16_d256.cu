@@ -1,4 +1,4 @@
 /* The Hopper attention forward (sdpa_sm90.cuh), f16, head dims up to 256. */
 #include "kernels/flash/sdpa_sm90.cuh"
 
-OPSI_SDPA_SM90_INSTANTIATE(__half, 256)
+OPSI_SDPA_SM90_INSTANTIATE(__half, 256, 1)

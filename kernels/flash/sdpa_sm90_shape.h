@@ -2,8 +2,10 @@
  * The Hopper attention kernels' shapes by padded head dim DP (64, 128, 256), in one place for
  * the kernels (sdpa_sm90.cuh's shape<DP>) and for the capability rows that state them:
  * BN key rows a tile, NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work tile),
- * and setmaxnreg's split of the block's registers (LOAD_REGS for the producer warpgroup,
- * MMA_REGS for each consumer one). Plain numbers: the rows print them.
+ * setmaxnreg's split of the block's registers (LOAD_REGS for the producer warpgroup, MMA_REGS
+ * for each consumer one), and CLUSTER, the blocks of a cluster where every work tile costs the
+ * same and a head has an even number of query tiles (2: each block loads half of every K / V
+ * tile into both by TMA multicast, halving the L2 traffic). Plain numbers: the rows print them.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
@@ -15,17 +17,20 @@
 #define OPSI_SDPA_SM90_D64_BM 192
 #define OPSI_SDPA_SM90_D64_LOAD_REGS 32
 #define OPSI_SDPA_SM90_D64_MMA_REGS 160
+#define OPSI_SDPA_SM90_D64_CLUSTER 2
 /* at 128 two: three would leave 160 registers, no more than S, P and O alone */
 #define OPSI_SDPA_SM90_D128_BN 128
 #define OPSI_SDPA_SM90_D128_NC 2
 #define OPSI_SDPA_SM90_D128_BM 128
 #define OPSI_SDPA_SM90_D128_LOAD_REGS 24
 #define OPSI_SDPA_SM90_D128_MMA_REGS 240
-/* at 256 key tiles of 64 (shared memory) */
+#define OPSI_SDPA_SM90_D128_CLUSTER 2
+/* at 256 key tiles of 64 (shared memory); no cluster (not measured there) */
 #define OPSI_SDPA_SM90_D256_BN 64
 #define OPSI_SDPA_SM90_D256_NC 2
 #define OPSI_SDPA_SM90_D256_BM 128
 #define OPSI_SDPA_SM90_D256_LOAD_REGS 24
 #define OPSI_SDPA_SM90_D256_MMA_REGS 240
+#define OPSI_SDPA_SM90_D256_CLUSTER 1
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_ */

@@ -1529,15 +1529,18 @@ static void sdpa_case(int iter, int64_t big_seq) {
 
 /* More work tiles than SMs without a window or varlen: the Hopper kernels' persistent grid,
  * each block walking several (query tile, head, batch) tiles with the K / V ring, the Q
- * buffer and the ping-pong turns carried across them. 3 x 8 heads (GQA 4) x 8 query tiles
- * of 1000 rows (a tail) = 192 tiles; 777 keys (a partial key tile); LSE; d 64 bf16, then
- * d 128 f16 with Dv 96. */
+ * buffer and the ping-pong turns carried across them. 3 x 8 heads (GQA 4) x 1000 rows (a
+ * tail) x 777 keys (a partial key tile); LSE; d 64 bf16 (6 query tiles of 192 a head, 144
+ * work tiles), d 128 f16 with Dv 96 (8 of 128, 192 tiles): an even count a head, so the
+ * blocks run in clusters of two that share K / V; then d 128 bf16 with 1100 rows (9 query
+ * tiles a head, 216 tiles): an odd count, one block at a time. */
 static void sdpa_many_tiles(void **state) {
   (void)state;
   opst_rng *r = &g_rng;
-  for (int v = 0; v < 2; ++v) {
-    const int32_t dt = v == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
-    const int64_t batch = 3, sq = 1000, sk = 777, hq = 8, hkv = 2, d = v == 0 ? 64 : 128, dv = v == 0 ? 64 : 96;
+  for (int v = 0; v < 3; ++v) {
+    const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
+    const int64_t batch = 3, sq = v == 2 ? 1100 : 1000, sk = 777, hq = 8, hkv = 2, d = v == 0 ? 64 : 128,
+                  dv = v == 1 ? 96 : d;
     gcall c;
     memset(&c, 0, sizeof c);
     c.op = OPS_OP_SDPA;
@@ -1546,9 +1549,9 @@ static void sdpa_many_tiles(void **state) {
     opst_tensor tq, tk, tv, to, tl;
     const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
                   os[4] = {batch, sq, hq, dv}, ls[3] = {batch, hq, sq};
-    alloc_seq(&tq, dt, 4, qs, v);
-    alloc_seq(&tk, dt, 4, ks, v);
-    alloc_seq(&tv, dt, 4, vs, v);
+    alloc_seq(&tq, dt, 4, qs, v % 2);
+    alloc_seq(&tk, dt, 4, ks, v % 2);
+    alloc_seq(&tv, dt, 4, vs, v % 2);
     alloc_seq(&to, dt, 4, os, 0);
     opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
     add_qkv(&c, &tq, &tk, &tv);
@@ -1557,8 +1560,9 @@ static void sdpa_many_tiles(void **state) {
     add_absent(&c);
     add_tensor(&c, &to, OUT, -1);
     add_tensor(&c, &tl, OUT, -1);
-    c.label = v == 0 ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, lse: 192 work tiles"
-                     : "sdpa f16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 96, BHSD, lse: 192 work tiles";
+    c.label = v == 0   ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, lse: 144 work tiles in pairs"
+              : v == 1 ? "sdpa f16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 96, BHSD, lse: 192 work tiles in pairs"
+                       : "sdpa bf16 3 x 8 heads (GQA 4) x 1100 x 777, d 128, lse: 216 work tiles";
     check_call(&c);
     free_call(&c);
   }

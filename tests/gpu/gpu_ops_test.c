@@ -1085,7 +1085,8 @@ static ops_status run_gemm(ops_handle h, gcall *c, void *ws, size_t wsb, size_t 
 
 /* A [batch,] rows x cols operand (batch 0: 2-D) in one of the layouts GEMM operands come in:
  * 0 row-major, 1 rows padded by 8 elements (aligned, not contiguous), 2 column-major (a
- * transpose), 3 random strides and axis order. */
+ * transpose), 3 random strides and axis order, 5 as 3 but drawn until neither matrix axis is
+ * unit-stride (the dispatcher's "strided" GEMM: some of 3's draws, not all). */
 static void alloc_mat(opst_tensor *t, int32_t dt, int64_t batch, int64_t rows, int64_t cols, int layout) {
   const int nd = batch > 0 ? 3 : 2;
   int64_t s[3] = {batch, rows, cols};
@@ -1109,6 +1110,13 @@ static void alloc_mat(opst_tensor *t, int32_t dt, int64_t batch, int64_t rows, i
     return;
   }
   opst_alloc(t, &g_rng, dt, nd, s, layout == 0 ? OPST_CONTIGUOUS : OPST_STRIDED);
+  for (int tries = 0; layout == 5 && rows > 1 && cols > 1; ++tries) {
+    const int64_t *st = t->t.strides + nd - 2;
+    if (st[0] != 1 && st[1] != 1) break;
+    assert_true(tries < 1000);
+    opst_free(t);
+    opst_alloc(t, &g_rng, dt, nd, s, OPST_STRIDED);
+  }
 }
 
 static const int64_t kGemmK[] = {1, 7, 8, 16, 40, 63, 64, 72, 100, 128, 200, 256, 520, 1000, 1024};
@@ -1247,6 +1255,10 @@ static void gemm_case(int iter) {
   sp.lb = fast ? (iter % 2 == 0 ? 2 : 0) : (int)opst_int(r, 0, 3);
   sp.ld = fast ? 0 : (int)opst_int(r, 0, 3);
   if (!fast && iter % 9 == 8) sp.la = 3;
+  if (iter == 5) { /* whatever the draws: a 16-bit GEMM whose A is strided both ways (mma.sync, any layout) */
+    sp.dt = sp.ddt = OPS_DTYPE_BF16;
+    sp.la = 5;
+  }
   /* an N-major B's rows are 16-byte multiples only when N is a multiple of 8 */
   if (fast && sp.lb == 0 && sp.dt != OPS_DTYPE_F32) sp.n = (sp.n + 7) / 8 * 8;
   gemm_run_spec(&sp, iter);

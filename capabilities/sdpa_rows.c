@@ -43,8 +43,9 @@
 /* The Hopper kernels (sdpa_sm90.cuh), one per padded head dim DP, in the shape
  * sdpa_sm90_shape.h gives it: NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work
  * tile), BN key rows a tile, registers split by setmaxnreg as LOAD_REGS (producer) and
- * MMA_REGS (consumers), CLUSTER blocks a cluster on uniform calls. SDPA_SM90_ROW names the shape's macros, SDPA_SM90_ROW_X expands
- * them (its parameters are not stringified), and SDPA_SM90_ROW_ prints the numbers. */
+ * MMA_REGS (consumers), CLUSTER blocks a cluster on uniform calls. SDPA_SM90_ROW names the
+ * shape's macros, SDPA_SM90_ROW_X expands them (its parameters are not stringified), and
+ * SDPA_SM90_ROW_ prints the numbers. */
 #define SDPA_SM90_ROW(ID, NAME, D, EFF, LAUNCH)                                                                \
   SDPA_SM90_ROW_X(ID, NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM, OPSI_SDPA_SM90_D##D##_NC, \
                   OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER, \

@@ -105,8 +105,8 @@ __device__ __forceinline__ void tma_load_4d_multicast(void *dst, const CUtensorM
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(mask)
       : "memory");
 }
-/* Thread block clusters: this block's rank and the cluster's size (1 in a launch without
- * clusters), a barrier of every thread of the cluster (memory ordered at cluster scope), and
+/* Thread block clusters: this block's rank, a barrier of every thread of the cluster (memory
+ * ordered at cluster scope; threads that have exited are not waited for), and
  * an arrival on the mbarrier at `bar`'s offset in block `rank`'s shared memory (release at
  * CTA scope, the default: a cluster-scope release puts a fence before every arrival, which
  * stalled the consumer warps 37% of their stall cycles). */
@@ -114,11 +114,6 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
-}
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return n;
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");

@@ -1,6 +1,8 @@
 /* The attention CUDA launchers: validated args (opsi_sdpa_args) -> sdpa_geom -> one kernel. */
 #include <string.h>
 
+#include <type_traits>
+
 #include "kernels/common/tma_host.h"
 #include "kernels/flash/sdpa_args.h"
 #include "kernels/flash/sdpa_cuda.h"
@@ -133,7 +135,7 @@ template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_ar
    * Otherwise a block a tile, longest first, and the hardware balances them. */
   const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
   const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
-  const int cluster = C::CLUSTER > 1 && uniform && ((g.seqlen_q + C::BM - 1) / C::BM) % 2 == 0 ? 2 : 1;
+  const int cluster = C::CLUSTER > 1 && uniform && opsi::fa3::sdpa_query_tiles<C::BM>(g) % 2 == 0 ? 2 : 1;
   CUtensorMap mq, mk, mv;
   ops_status st = encode_operand(&mq, a->q, a->varlen, C::BM, "q");
   if (st == OPS_OK) st = encode_operand(&mk, a->k, a->varlen, C::BN / cluster, "k");
@@ -143,21 +145,22 @@ template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_ar
   opsi_launch_info *info = ctx->info;
   const int64_t cap = uniform ? ctx->sm_count / cluster * cluster : 2147483647;
   const int grid = (int)(tiles < cap ? tiles : cap);
-  const bool bf16 = a->q.dtype == OPS_DTYPE_BF16;
+  /* the kernel of cluster size CL (a std::integral_constant): the pair kernel exists only for
+   * shapes with CLUSTER 2 */
+  const auto launch = [&](auto cl) {
+    constexpr int CL = decltype(cl)::value;
+    return a->q.dtype == OPS_DTYPE_BF16
+               ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, CL>(mq, mk, mv, g, grid, stream, info->grid,
+                                                                    info->block, &info->smem_bytes)
+               : opsi::fa3::launch_sdpa_sm90<__half, DP, CL>(mq, mk, mv, g, grid, stream, info->grid, info->block,
+                                                             &info->smem_bytes);
+  };
   cudaError_t e;
   if constexpr (C::CLUSTER == 2) {
-    if (cluster == 2) {
-      e = bf16 ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, 2>(mq, mk, mv, g, grid, stream, info->grid,
-                                                                     info->block, &info->smem_bytes)
-               : opsi::fa3::launch_sdpa_sm90<__half, DP, 2>(mq, mk, mv, g, grid, stream, info->grid, info->block,
-                                                              &info->smem_bytes);
-      return cuda_status(e, "launch");
-    }
+    e = cluster == 2 ? launch(std::integral_constant<int, 2>()) : launch(std::integral_constant<int, 1>());
+  } else {
+    e = launch(std::integral_constant<int, 1>());
   }
-  e = bf16 ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, 1>(mq, mk, mv, g, grid, stream, info->grid, info->block,
-                                                                 &info->smem_bytes)
-           : opsi::fa3::launch_sdpa_sm90<__half, DP, 1>(mq, mk, mv, g, grid, stream, info->grid, info->block,
-                                                          &info->smem_bytes);
   return cuda_status(e, "launch");
 }
 

@@ -100,8 +100,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
  * running at once share their heads' K and V in L2; its sequence and query rows [i_lo,
  * i_hi], and the key tiles of BN it needs, [t_begin, t_end) (none when the tile starts past
  * its sequence's end: varlen's shorter sequences). */
+template <int BM> __device__ __host__ __forceinline__ int sdpa_query_tiles(const sdpa_geom &g) {
+  return (g.seqlen_q + BM - 1) / BM;
+}
 template <int BM> __device__ __host__ __forceinline__ int64_t sdpa_tiles(const sdpa_geom &g) {
-  return (int64_t)((g.seqlen_q + BM - 1) / BM) * g.heads_q * g.batch;
+  return (int64_t)sdpa_query_tiles<BM>(g) * g.heads_q * g.batch;
 }
 struct sdpa_work {
   sdpa_seq s;
@@ -109,7 +112,7 @@ struct sdpa_work {
 };
 template <int BM, int BN> __device__ __forceinline__ sdpa_work sdpa_work_at(const sdpa_geom &g, int64_t idx) {
   sdpa_work w;
-  const int n_qt = (g.seqlen_q + BM - 1) / BM;
+  const int n_qt = sdpa_query_tiles<BM>(g);
   const int64_t bh = idx / n_qt;
   w.h = (int)(bh % g.heads_q), w.b = (int)(bh / g.heads_q), w.i_lo = (n_qt - 1 - (int)(idx - bh * n_qt)) * BM;
   w.s = sdpa_sequence(g, w.b);

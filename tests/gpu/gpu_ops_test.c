@@ -1539,6 +1539,29 @@ static void sdpa_case(int iter, int64_t big_seq) {
   free_call(&c);
 }
 
+/* A dense call (no mask, no varlen) into c: q, k, v in alloc_seq's `layout`, o row-major and an
+ * f32 LSE, held in t[0 .. 4]. */
+static void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int64_t sq, int64_t sk,
+                            int64_t hq, int64_t hkv, int64_t d, int64_t dv, int layout) {
+  memset(c, 0, sizeof *c);
+  c->op = OPS_OP_SDPA;
+  c->run = run_sdpa;
+  ops_sdpa_params_init(&c->sdpa);
+  const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
+                os[4] = {batch, sq, hq, dv}, ls[3] = {batch, hq, sq};
+  alloc_seq(&t[0], dt, 4, qs, layout);
+  alloc_seq(&t[1], dt, 4, ks, layout);
+  alloc_seq(&t[2], dt, 4, vs, layout);
+  alloc_seq(&t[3], dt, 4, os, 0);
+  opst_alloc(&t[4], &g_rng, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
+  add_qkv(c, &t[0], &t[1], &t[2]);
+  add_absent(c); /* mask */
+  add_absent(c); /* cu_seqlens */
+  add_absent(c);
+  add_tensor(c, &t[3], OUT, -1);
+  add_tensor(c, &t[4], OUT, -1);
+}
+
 /* More work tiles than SMs without a window or varlen: the Hopper kernels' persistent grid,
  * each block walking several (query tile, head, batch) tiles with the K / V ring, the Q
  * buffer and the ping-pong turns carried across them. 3 x 8 heads (GQA 4) x 1000 rows (a
@@ -1548,30 +1571,12 @@ static void sdpa_case(int iter, int64_t big_seq) {
  * tiles a head, 216 tiles): an odd count, one block at a time. */
 static void sdpa_many_tiles(void **state) {
   (void)state;
-  opst_rng *r = &g_rng;
   for (int v = 0; v < 3; ++v) {
     const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
-    const int64_t batch = 3, sq = v == 2 ? 1100 : 1000, sk = 777, hq = 8, hkv = 2, d = v == 0 ? 64 : 128,
-                  dv = v == 1 ? 96 : d;
+    const int64_t d = v == 0 ? 64 : 128;
     gcall c;
-    memset(&c, 0, sizeof c);
-    c.op = OPS_OP_SDPA;
-    c.run = run_sdpa;
-    ops_sdpa_params_init(&c.sdpa);
-    opst_tensor tq, tk, tv, to, tl;
-    const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
-                  os[4] = {batch, sq, hq, dv}, ls[3] = {batch, hq, sq};
-    alloc_seq(&tq, dt, 4, qs, v % 2);
-    alloc_seq(&tk, dt, 4, ks, v % 2);
-    alloc_seq(&tv, dt, 4, vs, v % 2);
-    alloc_seq(&to, dt, 4, os, 0);
-    opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
-    add_qkv(&c, &tq, &tk, &tv);
-    add_absent(&c); /* mask */
-    add_absent(&c); /* cu_seqlens */
-    add_absent(&c);
-    add_tensor(&c, &to, OUT, -1);
-    add_tensor(&c, &tl, OUT, -1);
+    opst_tensor t[5];
+    sdpa_dense_call(&c, t, dt, 3, v == 2 ? 1100 : 1000, 777, 8, 2, d, v == 1 ? 96 : d, v % 2);
     c.label = v == 0   ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, lse: 144 work tiles in pairs"
               : v == 1 ? "sdpa f16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 96, BHSD, lse: 192 work tiles in pairs"
                        : "sdpa bf16 3 x 8 heads (GQA 4) x 1100 x 777, d 128, lse: 216 work tiles";
@@ -1585,31 +1590,14 @@ static void sdpa_many_tiles(void **state) {
  * overflow; the launchers pass those sides as unbounded. Both kernels run (no mask). */
 static void sdpa_wide_windows(void **state) {
   (void)state;
-  opst_rng *r = &g_rng;
   static const int32_t kWin[3][2] = {{INT32_MAX, INT32_MAX}, {INT32_MAX, 0}, {INT32_MAX - 7, 5}};
   for (int v = 0; v < 3; ++v) {
     const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
-    const int64_t batch = 2, sq = v == 1 ? 200 : 300, sk = v == 1 ? 300 : 200, hq = 4, hkv = 2, d = 128;
+    const int64_t sq = v == 1 ? 200 : 300, sk = v == 1 ? 300 : 200;
     gcall c;
-    memset(&c, 0, sizeof c);
-    c.op = OPS_OP_SDPA;
-    c.run = run_sdpa;
-    ops_sdpa_params_init(&c.sdpa);
+    opst_tensor t[5];
+    sdpa_dense_call(&c, t, dt, 2, sq, sk, 4, 2, 128, 128, 0);
     c.sdpa.window_left = kWin[v][0], c.sdpa.window_right = kWin[v][1];
-    opst_tensor tq, tk, tv, to, tl;
-    const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, os[4] = {batch, sq, hq, d},
-                  ls[3] = {batch, hq, sq};
-    alloc_seq(&tq, dt, 4, qs, 0);
-    alloc_seq(&tk, dt, 4, ks, 0);
-    alloc_seq(&tv, dt, 4, ks, 0);
-    alloc_seq(&to, dt, 4, os, 0);
-    opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
-    add_qkv(&c, &tq, &tk, &tv);
-    add_absent(&c); /* mask */
-    add_absent(&c); /* cu_seqlens */
-    add_absent(&c);
-    add_tensor(&c, &to, OUT, -1);
-    add_tensor(&c, &tl, OUT, -1);
     char label[160];
     snprintf(label, sizeof label, "sdpa %s 2 x 4 heads x %lld x %lld, d 128, window (%d, %d), lse",
              ops_dtype_name((ops_dtype)dt), (long long)sq, (long long)sk, (int)kWin[v][0], (int)kWin[v][1]);

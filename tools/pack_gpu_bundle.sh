@@ -7,6 +7,7 @@
 #
 #   tools/pack_gpu_bundle.sh [--archs sm_90a] [OUT_DIR]      (default OUT_DIR: gpu_bundle)
 #   OUT_DIR/run_all.sh [--sanitizer] [--bench] [--filter REGEX]
+#   OUT_DIR/jobs.sh JOB[@SECONDS]...   (the same runs in pieces under time limits; see its header)
 #
 # Every binary embeds every kernel, so the folder is large (tens of MB); it also comes as
 # one xz archive, gpu_carry/bundle.tar.xz (a few MB: the binaries share most of their
@@ -55,9 +56,10 @@ mkdir -p "$out/python/opslib" "$out/python/tests"
 cp python/opslib/*.py "$out/python/opslib/"
 cp python/tests/*.py "$out/python/tests/"
 cp tools/bundle_run_all.sh "$out/run_all.sh"
+cp tools/bundle_jobs.sh "$out/jobs.sh"   # the same runs as named jobs, for hosts that time-limit a command
 cp tools/count_bundle.py "$out/count_bundle.py"
 cp bench/compare.py "$out/"   # same-run comparison with PyTorch, where the host has it
-chmod +x "$out/run_all.sh"
+chmod +x "$out/run_all.sh" "$out/jobs.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
 mkdir -p gpu_carry
 tar cf - "$out" | xz -6e --lzma2=dict=128MiB > gpu_carry/bundle.tar.xz

@@ -3,6 +3,7 @@
 #   --sanitizer     also run every test under compute-sanitizer (memcheck and racecheck)
 #   --bench         also run the benchmarks (bin/bench_*), JSON into $LOGS
 #   --filter REGEX  only the binaries whose name matches
+#   --skip REGEX    not the binaries whose name matches (python_test, compare: names too)
 # Also runs the Python binding's tests (python_test) where the host has torch and pytest;
 # --bench also runs bench/compare.py (opslib vs PyTorch; COMPARE_ARGS passes options;
 # BENCH_ARGS passes options to every bench_* binary, e.g. --benchmark_min_time=0.2s).
@@ -12,16 +13,19 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # cuBLAS for bench_gemm_bench comes from the host's CUDA toolkit (not carried: too large)
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-sanitizer=0; bench=0; filter="."; COMPARE_ARGS="${COMPARE_ARGS:-}"
+sanitizer=0; bench=0; filter="."; skip=""; COMPARE_ARGS="${COMPARE_ARGS:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitizer) sanitizer=1 ;;
     --bench) bench=1 ;;
     --filter) filter="$2"; shift ;;
+    --skip) skip="$2"; shift ;;
     *) echo "run_all.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+# what --filter and --skip leave in
+wanted() { echo "$1" | grep -Eq "$filter" && ! { [ -n "$skip" ] && echo "$1" | grep -Eq "$skip"; }; }
 logs="${OUT:-$here/logs}"
 mkdir -p "$logs"
 echo "bundle: $(cat "$here/BUILD_INFO")"
@@ -31,7 +35,7 @@ results="$logs/results.txt"
 : > "$results"
 for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo; do
   name=$(basename "$t")
-  echo "$name" | grep -Eq "$filter" || continue
+  wanted "$name" || continue
   "$t" > "$logs/$name.log" 2>&1
   echo "$name plain $?" >> "$results"
   tail -n 3 "$logs/$name.log" | sed "s|^|  $name: |"
@@ -45,7 +49,7 @@ for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo; do
   fi
 done
 # The Python binding against PyTorch (python/tests), where the host has torch and pytest.
-if echo "python_test" | grep -Eq "$filter"; then
+if wanted python_test; then
   if python3 -c "import torch, pytest, numpy" 2>/dev/null; then
     OPSLIB_LIBRARY="$here/lib/libopslib.so" python3 -m pytest -p no:cacheprovider -rs -q \
       "$here/python/tests" > "$logs/python_test.log" 2>&1
@@ -67,7 +71,7 @@ if [ $bench -eq 1 ]; then
   for b in "$here"/bin/bench_*; do
     [ -e "$b" ] || continue
     name=$(basename "$b")
-    echo "$name" | grep -Eq "$filter" || continue
+    wanted "$name" || continue
     "$b" --benchmark_out="$logs/$name.json" --benchmark_out_format=json ${BENCH_ARGS:-} > "$logs/$name.log" 2>&1
     echo "$name bench $?" >> "$results"
     tail -n 40 "$logs/$name.log"
@@ -77,7 +81,7 @@ if [ $bench -eq 1 ]; then
   for py in "$here"/compare.py; do
     [ -e "$py" ] || continue
     name=$(basename "$py" .py)
-    echo "$name" | grep -Eq "$filter" || continue
+    wanted "$name" || continue
     if python3 -c "import torch" 2>/dev/null; then
       (cd "$logs" && OPSLIB_LIBRARY="$here/lib/libopslib.so" python3 "$py" $COMPARE_ARGS) > "$logs/$name.log" 2>&1
       echo "$name bench $?" >> "$results"

@@ -15,17 +15,27 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const double eff = r->efficiency > 0.0f ? (double)r->efficiency : 1.0;
   const double bytes_factor = r->bytes_factor > 0.0f ? (double)r->bytes_factor : 1.0;
   const double rate = r->unit >= 0 && r->unit < OPSI_UNIT_COUNT ? m->tflops[r->unit] : 0.0;
-  c->mem_us = c->bytes * bytes_factor / (m->mem_gbps * 1e3 * eff);
-  c->math_us = rate > 0.0 ? c->flops / (rate * 1e6 * eff) : INFINITY;
-  c->launch_us = m->launch_us;
+  c->efficiency = eff;
+  c->calibration_set = NULL;
+  c->calibration = r->backend == OPS_DEVICE_CUDA ? opsi_calibration_for(r->id, dev->sm_version, &c->calibration_set)
+                                                 : NULL;
+  const opsi_calibration *cal = c->calibration;
+  c->mem_us = cal != NULL ? c->bytes / (cal->gbps * 1e3) : c->bytes * bytes_factor / (m->mem_gbps * 1e3 * eff);
+  c->math_us = cal != NULL && cal->tflops > 0.0 ? c->flops / (cal->tflops * 1e6)
+               : rate > 0.0                     ? c->flops / (rate * 1e6 * eff)
+                                                : INFINITY;
+  c->launch_us = cal != NULL ? cal->launch_us : m->launch_us;
+  c->wave_us = cal != NULL ? cal->wave_us : 0.0;
   c->wave_factor = 1.0;
   c->pad_factor = 1.0;
+  c->blocks = 1.0;
+  c->waves = 1.0;
   const opsi_tiling *t = &r->tiling;
   if (r->backend == OPS_DEVICE_CUDA && t->tile_dim[0] >= 0) {
     double blocks = 1.0;
     for (int i = 0; i < 3; ++i) {
       if (t->tile_dim[i] < 0 || t->tile[i] <= 0) continue;
-      const double extent = (double)p->dims[t->tile_dim[i]];
+      const double extent = opsi_tiled_extent(p, t->tile_dim[i]);
       const double tiles = ceil_div(extent, t->tile[i]);
       if (extent > 0) c->pad_factor *= tiles * t->tile[i] / extent;
       if (t->tile_in_grid[i]) blocks *= tiles;
@@ -34,15 +44,30 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
       if (t->grid_dims[i] >= 0) blocks *= (double)p->dims[t->grid_dims[i]];
     }
     const double slots = (double)dev->sm_count * (t->blocks_per_sm > 0 ? t->blocks_per_sm : 1);
+    c->blocks = blocks;
     if (blocks > 0 && slots > 0) {
-      c->wave_factor = ceil_div(blocks, slots) * slots / blocks;
+      c->waves = ceil_div(blocks, slots);
+      c->wave_factor = c->waves * slots / blocks;
     }
   }
-  const double mem = c->mem_us * c->wave_factor, math = c->math_us * c->pad_factor * c->wave_factor;
-  c->us = c->launch_us + (mem > math ? mem : math);
+  /* Calibrated: a few blocks still stream at the bandwidth the fit measured; their fixed
+   * cost a wave is its own term. */
+  const double mem = c->mem_us * (cal != NULL ? 1.0 : c->wave_factor);
+  const double math = c->math_us * c->pad_factor * c->wave_factor;
+  c->us = c->launch_us + c->waves * c->wave_us + (mem > math ? mem : math);
 }
 
 void opsi_format_cost(const opsi_cost *c, char *buf, size_t n) {
-  snprintf(buf, n, "memory %.2f us (%.3g MB), math %.2f us (%.3g GFLOP), waves x%.2f, padding x%.2f, launch %.1f us",
-           c->mem_us, c->bytes / 1e6, c->math_us, c->flops / 1e9, c->wave_factor, c->pad_factor, c->launch_us);
+  const int used = snprintf(buf, n,
+                            "memory %.2f us (%.4g MB), math %.2f us (%.4g GFLOP), waves %.0f x%.2f (%.0f blocks), "
+                            "padding x%.2f, launch %.1f us",
+                            c->mem_us, c->bytes / 1e6, c->math_us, c->flops / 1e9, c->waves, c->wave_factor,
+                            c->blocks, c->pad_factor, c->launch_us);
+  if (used < 0 || (size_t)used >= n) return;
+  if (c->calibration != NULL) {
+    snprintf(buf + used, n - (size_t)used, " + %.1f us a wave; calibrated %s (%d shapes)", c->wave_us,
+             c->calibration_set->name, (int)c->calibration->shapes);
+  } else {
+    snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f", c->efficiency);
+  }
 }

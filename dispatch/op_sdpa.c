@@ -240,6 +240,7 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   pr->dims[OPSI_SDPA_HKV] = hkv;
   pr->dims[OPSI_SDPA_D] = d;
   pr->dims[OPSI_SDPA_DV] = dv;
+  pr->dims[OPSI_SDPA_TQ] = varlen ? sq : batch * sq;
   pr->extra[0] = a->window_left;
   pr->extra[1] = a->window_right;
   if (p.causal) pr->flags |= OPSI_F_CAUSAL;

@@ -25,7 +25,8 @@ const char *opsi_flag_names(uint32_t flags, char *buf, size_t n) {
 }
 
 const char *opsi_dim_name(int32_t op, int index) {
-  static const char *const sdpa[] = {"batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv", "head_dim", "head_dim_v"};
+  static const char *const sdpa[] = {"batch",    "seqlen_q", "seqlen_k",   "heads_q",
+                                     "heads_kv", "head_dim", "head_dim_v", "tokens_q"};
   static const char *const gemm[] = {"batch", "m", "n", "k"};
   static const char *const rows[] = {"rows", "cols"};
   static const char *const ew[] = {"numel", "ndim", "inputs"};
@@ -34,7 +35,7 @@ const char *opsi_dim_name(int32_t op, int index) {
   const char *const *names = NULL;
   int count = 0;
   switch (op) {
-    case OPS_OP_SDPA: names = sdpa; count = 7; break;
+    case OPS_OP_SDPA: names = sdpa; count = 8; break;
     case OPS_OP_GEMM: names = gemm; count = 4; break;
     case OPS_OP_LAYERNORM:
     case OPS_OP_RMSNORM:

@@ -1,5 +1,6 @@
 /* Each op's minimal work: the bytes it must move through device memory (every input read
  * once, every output written once) and its floating-point operations. */
+#include <math.h>
 #include <stdint.h>
 
 #include "dispatch/cost.h"
@@ -39,6 +40,17 @@ static double visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right)
   return hi - lo;
 }
 
+double opsi_sdpa_rows_per_batch(const opsi_problem *p) {
+  const int64_t *d = p->dims;
+  if (!(p->flags & OPSI_F_VARLEN) || d[OPSI_SDPA_B] <= 0) return (double)d[OPSI_SDPA_SQ];
+  return (double)d[OPSI_SDPA_TQ] / (double)d[OPSI_SDPA_B];
+}
+
+double opsi_tiled_extent(const opsi_problem *p, int dim) {
+  if (p->op == OPS_OP_SDPA && dim == OPSI_SDPA_SQ) return ceil(opsi_sdpa_rows_per_batch(p));
+  return (double)p->dims[dim];
+}
+
 void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
   const double in = (double)ops_dtype_size((ops_dtype)p->dtype);
   const double out = (double)ops_dtype_size((ops_dtype)p->out_dtype);
@@ -46,10 +58,15 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
   double b = 0.0, f = 0.0;
   switch (p->op) {
     case OPS_OP_SDPA: {
+      /* Varlen: the sequences' lengths are on the device, so each batch entry counts as
+       * tokens_q / batch query rows of a sequence of the longest length (exact when all are
+       * equal; an upper bound of the pairs otherwise). */
       const double bh = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HQ];
       const double bhk = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV];
-      const double sq = (double)d[OPSI_SDPA_SQ], sk = (double)d[OPSI_SDPA_SK];
-      const double pairs = visible_pairs(d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], p->extra[0], p->extra[1]);
+      const double sq = opsi_sdpa_rows_per_batch(p), sk = (double)d[OPSI_SDPA_SK];
+      const double pairs = d[OPSI_SDPA_SQ] > 0 ? visible_pairs(d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], p->extra[0],
+                                                               p->extra[1]) * sq / (double)d[OPSI_SDPA_SQ]
+                                               : 0.0;
       f = 2.0 * bh * pairs * (double)(d[OPSI_SDPA_D] + d[OPSI_SDPA_DV]);
       b = in * (bh * sq * (double)d[OPSI_SDPA_D] + bhk * sk * (double)(d[OPSI_SDPA_D] + d[OPSI_SDPA_DV])) +
           out * bh * sq * (double)d[OPSI_SDPA_DV];

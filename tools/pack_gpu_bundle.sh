@@ -59,6 +59,7 @@ cp tools/bundle_run_all.sh "$out/run_all.sh"
 cp tools/bundle_jobs.sh "$out/jobs.sh"   # the same runs as named jobs, for hosts that time-limit a command
 cp tools/count_bundle.py "$out/count_bundle.py"
 cp bench/compare.py "$out/"   # same-run comparison with PyTorch, where the host has it
+cp bench/sweep.py "$out/"     # the workload sweep (every eligible kernel, the choice, PyTorch)
 chmod +x "$out/run_all.sh" "$out/jobs.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
 mkdir -p gpu_carry

@@ -59,7 +59,8 @@ typedef struct opsi_problem {
 } opsi_problem;
 
 /* Which dims[] entry holds what, per op. */
-enum { OPSI_SDPA_B, OPSI_SDPA_SQ, OPSI_SDPA_SK, OPSI_SDPA_HQ, OPSI_SDPA_HKV, OPSI_SDPA_D, OPSI_SDPA_DV };
+enum { OPSI_SDPA_B, OPSI_SDPA_SQ, OPSI_SDPA_SK, OPSI_SDPA_HQ, OPSI_SDPA_HKV, OPSI_SDPA_D, OPSI_SDPA_DV,
+       OPSI_SDPA_TQ /* query rows of the whole call (varlen: the packed total; seqlen_q is their max) */ };
 enum { OPSI_GEMM_BATCH, OPSI_GEMM_M, OPSI_GEMM_N, OPSI_GEMM_K };
 enum { OPSI_ROWS_ROWS, OPSI_ROWS_COLS };          /* layernorm, rmsnorm, softmax */
 enum { OPSI_EW_NUMEL, OPSI_EW_NDIM, OPSI_EW_INPUTS }; /* sin_affine, unary, binary */

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "capabilities/calibration.h"
 #include "capabilities/rows.h"
 #include "dispatch/cost.h"
 #include "opslib/opslib.h"
@@ -143,7 +144,8 @@ static void waves_and_padding(void **state) {
   char text[256];
   opsi_format_cost(&c, text, sizeof text);
   assert_non_null(strstr(text, "memory"));
-  assert_non_null(strstr(text, "waves x"));
+  assert_non_null(strstr(text, "waves 1 x"));
+  assert_non_null(strstr(text, "row efficiency 0.80")); /* a synthetic row has no calibration */
 }
 
 static void estimates_rank_sensibly(void **state) {
@@ -168,8 +170,114 @@ static void estimates_rank_sensibly(void **state) {
   assert_true(isinf(a.us));
 }
 
+static const opsi_kernel_row *row_named(int32_t op, const char *name) {
+  size_t n = 0;
+  const opsi_kernel_row *rows = opsi_rows_for_op(op, &n);
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(rows[i].name, name) == 0) return &rows[i];
+  }
+  return NULL;
+}
+
+static opsi_problem sdpa(int64_t b, int64_t sq, int64_t h, int64_t d) {
+  opsi_problem p;
+  memset(&p, 0, sizeof p);
+  p.op = OPS_OP_SDPA, p.backend = OPS_DEVICE_CUDA, p.sm = 90;
+  p.dtype = p.out_dtype = OPS_DTYPE_BF16;
+  const int64_t dims[8] = {b, sq, sq, h, h, d, d, b * sq};
+  memcpy(p.dims, dims, sizeof dims);
+  p.extra[0] = p.extra[1] = -1;
+  return p;
+}
+
+/* Where the device has a calibration entry for a row, the estimate is the fitted model:
+ * launch + waves x wave_us + max(bytes / gbps, flops x padding x quantization / tflops),
+ * and its terms say which calibration they come from; on another family, the row's. */
+static void calibrated_estimates_use_the_fitted_terms(void **state) {
+  (void)state;
+  ops_device_info h100, a100;
+  OPST_OK(ops_device_info_for_sm(90, &h100));
+  OPST_OK(ops_device_info_for_sm(80, &a100));
+  const opsi_kernel_row *r = row_named(OPS_OP_SDPA, "cuda_sdpa_sm90_d128");
+  assert_non_null(r);
+  const opsi_calibration_set *set = NULL;
+  const opsi_calibration *cal = opsi_calibration_for(r->id, 90, &set);
+  assert_non_null(cal);
+  assert_non_null(set);
+  const opsi_problem shapes[3] = {sdpa(4, 4096, 32, 128), sdpa(1, 128, 32, 128), sdpa(64, 1, 32, 128)};
+  for (int i = 0; i < 3; ++i) {
+    opsi_cost c;
+    opsi_estimate(&shapes[i], r, &h100, &c);
+    assert_ptr_equal(c.calibration, cal);
+    const double mem = c.bytes / (cal->gbps * 1e3);
+    const double math = c.flops * c.pad_factor * c.wave_factor / (cal->tflops * 1e6);
+    const double want = cal->launch_us + c.waves * cal->wave_us + (mem > math ? mem : math);
+    assert_true(fabs(c.us - want) < 1e-9 * want);
+    char text[256];
+    opsi_format_cost(&c, text, sizeof text);
+    assert_non_null(strstr(text, "calibrated "));
+    assert_non_null(strstr(text, set->name));
+  }
+  const opsi_kernel_row *mma = row_named(OPS_OP_SDPA, "cuda_sdpa_mma_d128");
+  assert_non_null(mma);
+  opsi_problem p80 = shapes[0];
+  p80.sm = 80;
+  opsi_cost c;
+  opsi_estimate(&p80, mma, &a100, &c);
+  assert_null(c.calibration); /* no A100 measurements: the row's efficiency */
+}
+
+/* Every calibration entry names a CUDA row of its id, on an SM its set covers, with
+ * positive coefficients fitted to at least two shapes. */
+static void calibration_entries_name_their_rows(void **state) {
+  (void)state;
+  int sets = 0;
+  const opsi_calibration_set *const *all = opsi_calibration_sets(&sets);
+  assert_true(sets >= 1);
+  size_t nrows = 0;
+  const opsi_kernel_row *const *rows = opsi_all_rows(&nrows);
+  for (int s = 0; s < sets; ++s) {
+    assert_true(all[s]->count > 0);
+    assert_non_null(all[s]->source);
+    for (int32_t i = 0; i < all[s]->count; ++i) {
+      const opsi_calibration *e = &all[s]->entries[i];
+      const opsi_kernel_row *r = NULL;
+      for (size_t j = 0; j < nrows; ++j) {
+        if (rows[j]->id == e->kernel_id) r = rows[j];
+      }
+      if (r == NULL || strcmp(r->name, e->kernel_name) != 0 || r->backend != OPS_DEVICE_CUDA ||
+          r->sm_max < all[s]->sm_min || r->sm_min > all[s]->sm_max) {
+        print_error("%s: entry %s (id %d) does not match its row\n", all[s]->name, e->kernel_name,
+                    (int)e->kernel_id);
+        fail();
+      }
+      assert_true(e->gbps > 0 && e->launch_us >= 0 && e->wave_us >= 0 && e->tflops >= 0 && e->shapes >= 2);
+      assert_ptr_equal(opsi_calibration_for(e->kernel_id, all[s]->sm_min, NULL), e);
+    }
+  }
+}
+
+/* Varlen: the sequences' lengths live on the device, so the work counts tokens_q / batch
+ * query rows a sequence of the longest length: B sequences of T / B rows together cost
+ * what one sequence of the longest length costs at T rows, never B longest sequences. */
+static void varlen_work_counts_the_packed_tokens(void **state) {
+  (void)state;
+  opsi_problem dense = sdpa(1, 1000, 8, 128), varlen = sdpa(4, 1000, 8, 128);
+  varlen.dims[OPSI_SDPA_TQ] = 1000;
+  varlen.flags |= OPSI_F_VARLEN;
+  double db, df, vb, vf;
+  opsi_work(&dense, &db, &df);
+  opsi_work(&varlen, &vb, &vf);
+  assert_true(fabs(vf - df) < 1e-9 * df);
+  assert_true(fabs(opsi_tiled_extent(&varlen, OPSI_SDPA_SQ) - 250.0) < 1e-12);
+  assert_true(fabs(opsi_tiled_extent(&dense, OPSI_SDPA_SQ) - 1000.0) < 1e-12);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(calibrated_estimates_use_the_fitted_terms),
+      cmocka_unit_test(calibration_entries_name_their_rows),
+      cmocka_unit_test(varlen_work_counts_the_packed_tokens),
       cmocka_unit_test(attention_pairs_match_brute_force),
       cmocka_unit_test(backward_bytes_are_the_minimal_ones),
       cmocka_unit_test(waves_and_padding),

@@ -71,7 +71,7 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
   assert_int_equal(e.chosen, 0);
   assert_true(e.verdicts[0].est_us > 0);
   check_renderings(&e, (const char *const[]){"sdpa bf16 -> bf16 on cpu: batch=2 seqlen_q=4096 seqlen_k=4096 heads_q=16 "
-                                             "heads_kv=4 head_dim=128 head_dim_v=128 window=(-1, 0) [causal, gqa]",
+                                             "heads_kv=4 head_dim=128 head_dim_v=128 tokens_q=8192 window=(-1, 0) [causal, gqa]",
                                              "chosen: cpu_sdpa_ref", "\"chosen\":\"cpu_sdpa_ref\"", "memory ",
                                              NULL});
   ops_handle_destroy(cpu);
@@ -162,7 +162,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
       {4096, 4096, 4096, 0, 1, 0, h90, "cuda_gemm_sm90_128x256", ""},
       {4096, 4096, 4096, 0, 0, 0, h90, "cuda_gemm_sm90_128x256", "[b_n_major]"},
       {4096, 4096, 4096, 1, 1, 0, h90, "cuda_gemm_mma", "[a_m_major]"},
-      {64, 14336, 4096, 0, 1, 0, h90, "cuda_gemm_sm90_128x128", ""},
+      {64, 4096, 14336, 0, 1, 0, h90, "cuda_gemm_sm90_128x128", ""}, /* skinny: 128x128 tiles win (sweep) */
       {14336, 1, 4096, 0, 0, 0, h90, "cuda_gemv_n1", ""},
       {1, 14336, 4096, 0, 1, 0, h90, "cuda_gemv_m1", ""},
       {4096, 4096, 4096, 0, 1, 0, h80, "cuda_gemm_mma_cp", ""},
@@ -193,7 +193,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
     check_renderings(&e, (const char *const[]){has_flags        ? cases[i].features
                                                 : cases[i].f32 ? "gemm f32 -> f32"
                                                                : "gemm bf16 -> bf16",
-                                               "waves x", NULL});
+                                               " blocks), padding x", NULL});
     if (!has_flags) assert_null(strstr(e.problem, "major"));
     if (cases[i].a_m_major && cases[i].h == h90) { /* the Hopper kernels read A K-major only, and say so */
       const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x256");

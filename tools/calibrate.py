@@ -158,7 +158,7 @@ def main():
               f"{gbps / 1e3:6.3f} TB/s  {tflops:7.1f} TF/s  rms log error {rms:.3f}", file=sys.stderr)
     sources = " + ".join(os.path.relpath(p) for p in args.sweep)
     argv = ["python3", "tools/calibrate.py"] + [os.path.relpath(p) for p in args.sweep] + \
-        (["--tag", args.tag] if args.tag != "h100" else []) + (["--out", args.out] if args.out else [])
+        (["--tag", args.tag] if args.tag != "h100" else []) + ["--out", f"capabilities/calibration_{args.tag}.c"]
     text = render(result, fits, args.tag, sources, argv)
     if args.out:
         with open(args.out, "w") as f:

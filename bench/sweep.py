@@ -338,6 +338,8 @@ def explained(opslib, c, t, handle):
         if v["reason"] != "eligible":
             continue
         k = {"est_us": v["est_us"], "terms": v["message"]}
+        if v.get("plan"):
+            k["plan"] = v["plan"]
         m = COST_RE.search(v["message"])
         if m:
             k.update({key: float(val) for key, val in m.groupdict().items()})

@@ -46,7 +46,14 @@
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
       .tiling = GEMM_TILING(128, BN, 1), .workspace_formula = "0", .launch = LAUNCH, .tests = OPSI_GPU_TESTS, \
+      .plan = sm90_plan,                                                                                     \
   }
+
+/* The rows take contiguous operands with 16-byte aligned rows alone (no OPSI_F_STRIDED, align
+ * 16), so D's dtype decides the store. */
+static const char *sm90_plan(const opsi_problem *p) {
+  return p->out_dtype == OPS_DTYPE_F32 ? OPSI_GEMM_SM90_PLAN_THREAD_STORE : OPSI_GEMM_SM90_PLAN_TMA_STORE;
+}
 
 /* The cp.async pipelined kernels (gemm_pipelined.cuh): 4 stages of 64 bytes of K a row. */
 #define CP_ROW(ID, NAME, DTYPES, UNIT, TF32, MMA, EFF)                                                         \
@@ -94,6 +101,22 @@ const opsi_kernel_row opsi_gemm_rows[] = {
         .fuses = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C,
         .reduction_order = "per output: double-precision dot product over K in index order",
         .launch = opsi_gemm_cpu,
+    },
+    {
+        .id = OPSI_KERNEL_CPU_GEMM_PANEL,
+        .name = "cpu_gemm_panel",
+        .tests = "//tests/kernels:gemm_test //tests/dispatch:autotune_test",
+        .workspace_formula = "0",
+        .op = OPS_OP_GEMM,
+        OPSI_CPU_ROW_COMMON,
+        .out_dtypes = OPSI_FLOAT_DTYPES,
+        .variants = OPSI_ALL_VARIANTS,
+        .flags = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C | OPSI_F_BATCHED | OPSI_F_STRIDED |
+                 OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
+        .fuses = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C,
+        .reduction_order = "per output: double-precision sum over K in index order (the reference's), "
+                           "accumulated for a panel of 64 columns of a row at once",
+        .launch = opsi_gemm_cpu_panel,
     },
     SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, "cuda_gemm_sm90_128x256", 256, 4, SM90_COOP_TEXT(256), 0.80f,
              opsi_gemm_cuda_sm90_128x256),

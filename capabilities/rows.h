@@ -50,6 +50,10 @@ typedef struct opsi_tiling {
   int32_t blocks_per_sm;  /* resident blocks per SM (from registers / smem / threads) */
 } opsi_tiling;
 
+/* The launch variant a row's launcher will take for a problem, in words (static storage),
+ * for explain; the launcher reports the same words of the variant it took (launch.h). */
+typedef const char *(*opsi_plan_fn)(const opsi_problem *problem);
+
 typedef struct opsi_kernel_row {
   /* identity */
   int32_t id;       /* stable kernel_id: never renumbered or reused */
@@ -80,6 +84,11 @@ typedef struct opsi_kernel_row {
   uint32_t fuses;                       /* OPSI_F_* prologues / epilogues it absorbs */
   int32_t deterministic;                /* bitwise identical results run to run */
   const char *reduction_order;
+  int32_t cluster;                      /* blocks a cluster that share loads (0 or 1: none);
+                                           > 1: every block of a cluster must read the same
+                                           range (the op's uniform work, dispatch/work.c) and
+                                           tiled dim 0's tile count must divide by it */
+  opsi_plan_fn plan;                    /* NULL: it runs one way */
 
   /* what it costs (dispatch/cost.c; coefficients per SM family in capabilities/machines.c) */
   int32_t unit;         /* opsi_unit bounding its arithmetic */
@@ -93,6 +102,11 @@ typedef struct opsi_kernel_row {
   opsi_launch_fn launch;
   const char *tests;           /* the test target(s) that exercise it */
 } opsi_kernel_row;
+
+/* 1 when every work tile of p reads the same range of its operands, as launchers see it:
+ * SDPA without varlen and without a window side that cuts the keys (a side at least as
+ * long as the sequence cuts nothing; causal is a window); every other op. */
+int opsi_uniform_work(const opsi_problem *p);
 
 /* The rows of `op` (NULL, 0 for an unknown op): O(1), a table indexed by op id. */
 const opsi_kernel_row *opsi_rows_for_op(int32_t op, size_t *count);

@@ -48,16 +48,23 @@
  * SDPA_SM90_ROW_ prints the numbers. */
 #define SDPA_SM90_ROW(ID, NAME, D, EFF, LAUNCH)                                                                \
   SDPA_SM90_ROW_X(ID, NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM, OPSI_SDPA_SM90_D##D##_NC, \
+                  OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, 1,                       \
+                  OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_VARLEN | SDPA_SM90_UNIFORM_FLAGS, EFF, LAUNCH)
+/* The pair kernels: every block of a pair must read the same keys, so no causal mask, window
+ * or varlen (the features they leave out), and an even count of query tiles (the cluster
+ * rule). */
+#define SDPA_SM90_PAIR_ROW(ID, NAME, D, EFF, LAUNCH)                                                           \
+  SDPA_SM90_ROW_X(ID, NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM, OPSI_SDPA_SM90_D##D##_NC, \
                   OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER, \
-                  EFF, LAUNCH)
+                  SDPA_SM90_UNIFORM_FLAGS, EFF, LAUNCH)
+#define SDPA_SM90_UNIFORM_FLAGS (OPSI_F_GQA | OPSI_F_LSE | OPSI_F_DV_NE_D)
 #define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
-#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, EFF, LAUNCH)                   \
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, FLAGS, EFF, LAUNCH)                   \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
       .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
-      .variants = OPSI_ALL_VARIANTS,                                                                         \
-      .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_DV_NE_D,      \
+      .variants = OPSI_ALL_VARIANTS, .flags = FLAGS,                                                         \
       .align = 16, .dim_min = {[OPSI_SDPA_SK] = 1, [OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                   \
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
@@ -66,13 +73,12 @@
                                 "on their own full and empty mbarriers, K a key tile ahead of V, waiting "    \
                                 "suspended (no polling); work tiles (query tile, head, batch; query "         \
                                 "tiles last-first) in a loop: a grid of one block an SM when every tile "     \
-                                "costs the same (no window or causal mask, no varlen), the next tile's Q "    \
-                                "and K / V loading under the current one's last P V and epilogue, in "       \
-                                "clusters of " #CLUSTER " block(s) where a head has an even number of "      \
-                                "query tiles (2: neighbouring query tiles of a head, each block loading "     \
-                                "half of every K / V tile into both by TMA multicast, a stage refilled "      \
-                                "once both blocks' consumers have released it); else a block a tile, "       \
-                                "longest first"},                                                             \
+                                "reads the same keys (no window that cuts them, no varlen), the next "        \
+                                "tile's Q and K / V loading under the current one's last P V and "           \
+                                "epilogue, else a block a tile, longest first; clusters of " #CLUSTER        \
+                                " block(s) (2: neighbouring query tiles of a head, each block loading half " \
+                                "of every K / V tile into both by TMA multicast, a stage refilled once "     \
+                                "both blocks' consumers have released it)"},                                 \
                 {"consumers", 4 * NC,                                                                         \
                  "warpgroups 1 to " #NC " (setmaxnreg " #MMA_REGS "), 64 query rows each: S = Q K^T by "        \
                  "wgmma m64n" #BN "k16 from shared memory, online softmax in registers (exp2, the scale in "   \
@@ -91,8 +97,24 @@
                          "in order (f32)",                                                                   \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
       .tiling = SDPA_TILING(BM, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                          \
-      .tests = OPSI_GPU_TESTS,                                                                               \
+      .tests = OPSI_GPU_TESTS, .cluster = CLUSTER, .plan = CLUSTER > 1 ? sm90_pair_plan : sm90_plan,         \
   }
+
+int opsi_uniform_work(const opsi_problem *p) {
+  if (p->op != OPS_OP_SDPA) return 1;
+  const int cuts_left = p->extra[0] >= 0 && p->extra[0] < p->dims[OPSI_SDPA_SK];
+  const int cuts_right = p->extra[1] >= 0 && p->extra[1] < p->dims[OPSI_SDPA_SQ];
+  return !cuts_left && !cuts_right && !(p->flags & OPSI_F_VARLEN);
+}
+
+static const char *sm90_plan(const opsi_problem *p) {
+  return opsi_uniform_work(p) ? OPSI_SDPA_SM90_PLAN_PERSISTENT : OPSI_SDPA_SM90_PLAN_TILE;
+}
+
+static const char *sm90_pair_plan(const opsi_problem *p) {
+  (void)p; /* the row takes uniform calls alone */
+  return OPSI_SDPA_SM90_PLAN_PAIR;
+}
 
 const opsi_kernel_row opsi_sdpa_rows[] = {
     {
@@ -114,6 +136,10 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D64, "cuda_sdpa_mma_d64", 64, 128, 64, 8, 2, opsi_sdpa_cuda_mma_d64),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D128, "cuda_sdpa_mma_d128", 128, 128, 64, 8, 1, opsi_sdpa_cuda_mma_d128),
     SDPA_MMA_ROW(OPSI_KERNEL_CUDA_SDPA_MMA_D256, "cuda_sdpa_mma_d256", 256, 64, 32, 4, 1, opsi_sdpa_cuda_mma_d256),
+    SDPA_SM90_PAIR_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64_PAIR, "cuda_sdpa_sm90_d64_pair", 64, 0.45f,
+                       opsi_sdpa_cuda_sm90_d64_pair),
+    SDPA_SM90_PAIR_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128_PAIR, "cuda_sdpa_sm90_d128_pair", 128, 0.45f,
+                       opsi_sdpa_cuda_sm90_d128_pair),
     SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 64, 0.45f, opsi_sdpa_cuda_sm90_d64),
     SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 128, 0.45f, opsi_sdpa_cuda_sm90_d128),
     SDPA_SM90_ROW(OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 256, 0.45f, opsi_sdpa_cuda_sm90_d256),

@@ -63,6 +63,7 @@ static void fill(const opsi_kernel_row *r, ops_kernel_info *out) {
   out->efficiency = r->efficiency;
   out->tests = r->tests;
   out->vector_bytes = r->vector_bytes;
+  out->cluster_blocks = r->cluster > 1 ? r->cluster : 1;
 }
 
 static ops_status check_out(const char *fn, const ops_kernel_info *out) {

@@ -3,7 +3,10 @@
  *
  * A run looks its problem up in the handle's plan cache first (no lock, no allocation);
  * on a miss every candidate row is checked against the rules, the eligible ones are
- * ranked by the cost model, and the winner is cached. Explain always evaluates in full.
+ * ranked by the cost model, a measured choice for the problem's shape bucket (autotune.h)
+ * overrides the model where its kernel is eligible, and the winner is cached. With
+ * autotune on, a model's choice is cached as pending: the first run that may time its
+ * candidates does, and caches the fastest. Explain always evaluates in full.
  */
 #include "dispatch/dispatch.h"
 
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dispatch/autotune.h"
 #include "dispatch/cost.h"
 #include "dispatch/op_names.h"
 #include "dispatch/rules.h"
@@ -115,22 +119,76 @@ static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
   return OPS_ERR_UNSUPPORTED;
 }
 
-/* The chosen row, from the plan cache or a full evaluation (then cached). */
-static const opsi_kernel_row *choose(const opsi_vctx *v, const opsi_problem *p, int *hit) {
-  const uint64_t *key = (const uint64_t *)(const void *)p;
+/* The eligible rows of p, cheapest estimate first (ties in table order): their count. */
+static int rank(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row **ranked) {
+  size_t n = 0;
+  const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &n);
+  const int32_t pinned = pinned_for(v, p->op);
+  double est[OPS_EXPLAIN_MAX_CANDIDATES];
+  char msg[192];
+  int k = 0;
+  for (size_t i = 0; i < n && k < OPS_EXPLAIN_MAX_CANDIDATES; ++i) {
+    if (pinned != 0 && rows[i].id != pinned) continue;
+    if (opsi_rules_check(p, &rows[i], &v->handle->info, msg, sizeof msg) != OPS_REASON_ELIGIBLE) continue;
+    opsi_cost c;
+    opsi_estimate(p, &rows[i], &v->handle->info, &c);
+    int at = k++;
+    for (; at > 0 && est[at - 1] > c.us; --at) {
+      est[at] = est[at - 1];
+      ranked[at] = ranked[at - 1];
+    }
+    est[at] = c.us;
+    ranked[at] = &rows[i];
+  }
+  return k;
+}
+
+/* A plan-cache value: the row, and how it was chosen. */
+enum { CHOICE_MASK = 0xFF, PENDING = 1 << 8 /* autotune may still time this problem */ };
+
+static void cache_put(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *row, uint64_t how) {
+  const uint64_t value[2] = {(uint64_t)(uintptr_t)row, how};
+  opsi_plan_cache_put(&v->handle->cache, (const uint64_t *)(const void *)p, KEY_WORDS, value);
+}
+
+/* The row of p's measured choice when it is among ranked[0..n), else NULL. */
+static const opsi_kernel_row *tuned_row(const opsi_vctx *v, const opsi_problem *p,
+                                        const opsi_kernel_row *const *ranked, int n, int32_t *source) {
+  opsi_tune_entry e;
+  if (!opsi_tune_lookup(v->handle, p, &e)) return NULL;
+  for (int i = 0; i < n; ++i) {
+    if (ranked[i]->id == e.kernel_id) {
+      *source = e.source;
+      return ranked[i];
+    }
+  }
+  return NULL;
+}
+
+/* The chosen row, from the plan cache or a full evaluation (then cached), with how it was
+ * chosen (ops_choice) and whether autotune may still time the problem. */
+static const opsi_kernel_row *choose(const opsi_vctx *v, const opsi_problem *p, int *hit, int32_t *choice,
+                                     int *pending) {
   uint64_t value[2];
-  if (opsi_plan_cache_get(&v->handle->cache, key, KEY_WORDS, value)) {
+  if (opsi_plan_cache_get(&v->handle->cache, (const uint64_t *)(const void *)p, KEY_WORDS, value)) {
     *hit = 1;
+    *choice = (int32_t)(value[1] & CHOICE_MASK);
+    *pending = (value[1] & PENDING) != 0;
     return (const opsi_kernel_row *)(uintptr_t)value[0];
   }
   *hit = 0;
-  double us = 0.0;
-  const opsi_kernel_row *row = opsi_evaluate(v, p, NULL, NULL, &us);
-  if (row != NULL) {
-    value[0] = (uint64_t)(uintptr_t)row;
-    memcpy(&value[1], &us, sizeof us);
-    opsi_plan_cache_put(&v->handle->cache, key, KEY_WORDS, value);
+  *pending = 0;
+  const opsi_kernel_row *ranked[OPS_EXPLAIN_MAX_CANDIDATES];
+  const int n = rank(v, p, ranked);
+  if (n == 0) return NULL;
+  const opsi_kernel_row *row = ranked[0];
+  *choice = pinned_for(v, p->op) != 0 ? OPS_CHOICE_PINNED : OPS_CHOICE_MODEL;
+  if (*choice == OPS_CHOICE_MODEL) {
+    const opsi_kernel_row *tuned = tuned_row(v, p, ranked, n, choice);
+    if (tuned != NULL) row = tuned;
+    else *pending = n >= 2 && v->handle->autotune == OPS_AUTOTUNE_MEASURE;
   }
+  cache_put(v, p, row, (uint64_t)*choice | (*pending ? PENDING : 0));
   return row;
 }
 
@@ -138,10 +196,66 @@ static size_t row_workspace(const opsi_kernel_row *row, const opsi_problem *p) {
   return row->workspace != NULL ? row->workspace(p) : 0;
 }
 
+/* explain's account of how the choice is made: measured, pinned, or the model and why. */
+static void explain_choice(const opsi_vctx *v, const opsi_problem *p, ops_explain *e) {
+  const int full = e->struct_size >= sizeof(ops_explain);
+  size_t nrows = 0;
+  const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &nrows);
+  int eligible = 0;
+  for (int i = 0; i < e->count; ++i) {
+    if (e->verdicts[i].reason != OPS_REASON_ELIGIBLE) continue;
+    ++eligible;
+    if (full && rows[i].plan != NULL) e->plan[i] = rows[i].plan(p);
+  }
+  int32_t choice = pinned_for(v, p->op) != 0 ? OPS_CHOICE_PINNED : OPS_CHOICE_MODEL;
+  opsi_tune_entry t;
+  const int tuned = choice == OPS_CHOICE_MODEL && e->chosen >= 0 && opsi_tune_lookup(v->handle, p, &t);
+  int applies = 0;
+  for (int i = 0; tuned && i < e->count; ++i) {
+    if (e->verdicts[i].kernel_id == t.kernel_id && e->verdicts[i].reason == OPS_REASON_ELIGIBLE) {
+      e->chosen = i;
+      choice = t.source;
+      applies = 1;
+    }
+  }
+  if (!full) return;
+  e->choice = choice;
+  size_t used = 0;
+  char *note = e->choice_note;
+  const size_t n = sizeof e->choice_note;
+#define NOTE(...)                                                                \
+  do {                                                                           \
+    if (used < n) used += (size_t)snprintf(note + used, n - used, __VA_ARGS__); \
+  } while (0)
+  if (applies) {
+    NOTE("%s:", choice == OPS_CHOICE_MEASURED ? "timed on this handle" : "timed earlier (tune cache)");
+    for (int k = 0; k < t.count; ++k) {
+      for (int i = 0; i < e->count; ++i) {
+        if (e->verdicts[i].kernel_id != t.ids[k]) continue;
+        e->measured_us[i] = t.us[k];
+        ++e->measured;
+        NOTE(" %s %.2f us%s", e->verdicts[i].kernel_name, t.us[k], k + 1 < t.count ? "," : "");
+      }
+    }
+  } else if (choice == OPS_CHOICE_PINNED) {
+    NOTE("pinned (ops_handle_pin_kernel / OPSLIB_FORCE_KERNEL)");
+  } else if (e->chosen >= 0) {
+    const char *blocker = opsi_tune_blocker(v, eligible);
+    if (tuned) NOTE("the measured choice of this shape bucket is not eligible here; ");
+    if (blocker != NULL) {
+      NOTE("the cost model's lowest estimate: %s", blocker);
+    } else {
+      NOTE("the cost model's lowest estimate, until the first run times the best %d (autotune)",
+           eligible < OPS_AUTOTUNE_TOP_K ? eligible : OPS_AUTOTUNE_TOP_K);
+    }
+  }
+#undef NOTE
+}
+
 static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) {
   ops_explain *e = v->explain_out;
-  const uint32_t size = e->struct_size;
-  memset(e, 0, sizeof *e);
+  const uint32_t size = e->struct_size; /* sizeof(ops_explain) or OPS_EXPLAIN_SIZE_V1 (opsi_check_call) */
+  memset(e, 0, size);
   e->struct_size = size;
   e->op = p->op;
   e->empty = empty;
@@ -153,11 +267,12 @@ static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) 
   for (int i = 0; row != NULL && i < count; ++i) {
     if (e->verdicts[i].kernel_id == row->id) e->chosen = i;
   }
+  explain_choice(v, p, e);
   return OPS_OK;
 }
 
 static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *row, int hit,
-                         const void *args, void *workspace, size_t workspace_bytes) {
+                         int32_t choice, const void *args, void *workspace, size_t workspace_bytes) {
   opsi_launch_info info;
   memset(&info, 0, sizeof info);
   const opsi_launch ctx = {v->handle, v->handle->info.sm_count, v->handle->stream, workspace, workspace_bytes, &info};
@@ -182,6 +297,8 @@ static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_k
     memcpy(rec.block, info.block, sizeof rec.block);
     rec.smem_bytes = info.smem_bytes;
     rec.plan_cache_hit = hit;
+    rec.choice = choice;
+    rec.launch_plan = info.plan;
     opsi_work(p, &rec.bytes, &rec.flops);
     rec.problem = problem;
     opsi_profile_end(v->handle, &tok, &rec);
@@ -198,13 +315,22 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
     if (v->mode == OPSI_QUERY_WORKSPACE) *v->workspace_out = 0;
     return OPS_OK;
   }
-  int hit = 0;
-  const opsi_kernel_row *row = choose(v, p, &hit);
+  int hit = 0, pending = 0;
+  int32_t choice = OPS_CHOICE_MODEL;
+  const opsi_kernel_row *row = choose(v, p, &hit, &choice, &pending);
   if (row == NULL) {
     return unsupported(v, p);
   }
+  const int tune = pending && opsi_tune_blocker(v, 2) == NULL;
+  const opsi_kernel_row *ranked[OPS_EXPLAIN_MAX_CANDIDATES];
+  const int n = tune ? rank(v, p, ranked) : 0;
   if (v->mode == OPSI_QUERY_WORKSPACE) {
-    *v->workspace_out = row_workspace(row, p);
+    size_t need = row_workspace(row, p);
+    for (int i = 0; i < n && i < OPS_AUTOTUNE_TOP_K; ++i) {
+      const size_t w = row_workspace(ranked[i], p);
+      if (w > need) need = w; /* whichever the first run's timing picks */
+    }
+    *v->workspace_out = need;
     return OPS_OK;
   }
   if (v->handle->is_virtual) {
@@ -212,11 +338,17 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
                      "%s: handle: a described device (ops_handle_create_virtual) can explain and size "
                      "workspaces, not run; create one with ops_handle_create", v->fn);
   }
-  OPSI_TRY(opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p)));
   if (row->backend == OPS_DEVICE_CUDA) {
     OPSI_TRY(opsi_cuda_check_current(v->fn, v->handle->device.ordinal));
   }
-  return launch(v, p, row, hit, args, workspace, workspace_bytes);
+  if (n >= 2) {
+    int measured = 0;
+    OPSI_TRY(opsi_tune_measure(v, p, ranked, n, args, workspace, workspace_bytes, &row, &measured));
+    choice = measured ? OPS_CHOICE_MEASURED : OPS_CHOICE_MODEL;
+    cache_put(v, p, row, (uint64_t)choice); /* no longer pending either way */
+  }
+  OPSI_TRY(opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p)));
+  return launch(v, p, row, hit, choice, args, workspace, workspace_bytes);
 }
 
 void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n) {

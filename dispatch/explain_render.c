@@ -5,6 +5,7 @@
 
 #include "dispatch/op_names.h"
 #include "opslib/explain.h"
+#include "opslib/handle.h"
 
 /* An snprintf-style appender: counts what the whole text needs, writes what fits. */
 typedef struct {
@@ -38,9 +39,13 @@ static size_t finish(sink *s) {
   return s->used;
 }
 
+/* 1 when e has the fields appended after the first layout. */
+static int has_choice(const ops_explain *e) { return e->struct_size >= sizeof(ops_explain); }
+
 size_t ops_explain_to_text(const ops_explain *e, char *buf, size_t n) {
   sink s = {buf, n, 0};
   if (e == NULL) return finish(&s);
+  const int full = has_choice(e);
   put(&s, "%s\n", e->problem);
   if (e->empty) put(&s, "  (the outputs have no elements: nothing runs)\n");
   for (int i = 0; i < e->count; ++i) {
@@ -48,11 +53,15 @@ size_t ops_explain_to_text(const ops_explain *e, char *buf, size_t n) {
     put(&s, "  %s %-28s id %-5d %-12s", i == e->chosen ? "*" : " ", v->kernel_name, v->kernel_id,
         ops_reason_name((ops_reason)v->reason));
     if (v->reason == OPS_REASON_ELIGIBLE) put(&s, " est %.2f us", v->est_us);
+    if (full && e->measured_us[i] > 0) put(&s, " measured %.2f us", e->measured_us[i]);
     if (v->message[0] != '\0') put(&s, "  %s", v->message);
+    if (full && e->plan[i] != NULL) put(&s, "; plan: %s", e->plan[i]);
     put(&s, "\n");
   }
   if (e->chosen >= 0) {
-    put(&s, "chosen: %s\n", e->verdicts[e->chosen].kernel_name);
+    put(&s, "chosen: %s", e->verdicts[e->chosen].kernel_name);
+    if (full) put(&s, " (%s: %s)", ops_choice_name((ops_choice)e->choice), e->choice_note);
+    put(&s, "\n");
   } else {
     put(&s, "chosen: none (no kernel of this build is eligible)\n");
   }
@@ -71,6 +80,13 @@ size_t ops_explain_to_json(const ops_explain *e, char *buf, size_t n) {
   put_json_string(&s, e->problem);
   put(&s, ",\"empty\":%s,\"chosen\":", e->empty ? "true" : "false");
   if (e->chosen >= 0) put_json_string(&s, e->verdicts[e->chosen].kernel_name); else put(&s, "null");
+  const int full = has_choice(e);
+  if (full) {
+    put(&s, ",\"choice\":");
+    put_json_string(&s, ops_choice_name((ops_choice)e->choice));
+    put(&s, ",\"choice_note\":");
+    put_json_string(&s, e->choice_note);
+  }
   put(&s, ",\"candidates\":[");
   for (int i = 0; i < e->count; ++i) {
     const ops_verdict *v = &e->verdicts[i];
@@ -80,6 +96,13 @@ size_t ops_explain_to_json(const ops_explain *e, char *buf, size_t n) {
     put_json_string(&s, ops_reason_name((ops_reason)v->reason));
     put(&s, ",\"reason_code\":%d,\"est_us\":%.4f,\"message\":", v->reason, v->est_us);
     put_json_string(&s, v->message);
+    if (full) {
+      if (e->measured_us[i] > 0) put(&s, ",\"measured_us\":%.4f", e->measured_us[i]);
+      if (e->plan[i] != NULL) {
+        put(&s, ",\"plan\":");
+        put_json_string(&s, e->plan[i]);
+      }
+    }
     put(&s, "}");
   }
   put(&s, "]}");

@@ -1,6 +1,7 @@
 /*
  * The handle entry points that need the dispatcher's knowledge: creation applies
- * OPSLIB_FORCE_KERNEL (kernel names from the catalog) and OPSLIB_PROFILE; pins; described
+ * OPSLIB_FORCE_KERNEL (kernel names from the catalog), OPSLIB_AUTOTUNE, OPSLIB_TUNE_CACHE and
+ * OPSLIB_PROFILE; pins; described
  * devices from the machine models. The runtime allocates and reads the device.
  */
 #include <stdio.h>
@@ -49,8 +50,27 @@ static ops_status pin_from_env(ops_handle h) {
   return OPS_OK;
 }
 
+/* OPSLIB_AUTOTUNE=0|1, OPSLIB_TUNE_CACHE=<path> */
+static ops_status autotune_from_env(ops_handle h) {
+  const char *mode = getenv("OPSLIB_AUTOTUNE");
+  if (mode != NULL && *mode != '\0') {
+    if (strcmp(mode, "0") != 0 && strcmp(mode, "1") != 0) {
+      return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_handle_create: OPSLIB_AUTOTUNE: expected 0 or 1, got '%s'",
+                       mode);
+    }
+    h->autotune = mode[0] == '1' ? OPS_AUTOTUNE_MEASURE : OPS_AUTOTUNE_OFF;
+  }
+  const char *path = getenv("OPSLIB_TUNE_CACHE");
+  if (path != NULL && *path != '\0') {
+    ops_status st = ops_handle_set_tune_cache(h, path);
+    if (st != OPS_OK) return opsi_fail(st, "ops_handle_create: OPSLIB_TUNE_CACHE: %s", ops_last_error());
+  }
+  return OPS_OK;
+}
+
 static ops_status apply_environment(ops_handle h) {
   ops_status st = pin_from_env(h);
+  if (st == OPS_OK) st = autotune_from_env(h);
   const char *profile = getenv("OPSLIB_PROFILE");
   if (st == OPS_OK && profile != NULL && *profile != '\0') st = opsi_profiler_start_file(h, profile);
   if (st != OPS_OK) {

@@ -179,6 +179,26 @@ static int rule_smem(const opsi_problem *p, const opsi_kernel_row *r, const ops_
   return 0;
 }
 
+static int rule_cluster(const opsi_problem *p, const opsi_kernel_row *r, const ops_device_info *d,
+                        char *msg, size_t n) {
+  (void)d;
+  if (r->cluster <= 1) return 1;
+  if (!opsi_uniform_work(p)) {
+    snprintf(msg, n, "runs clusters of %d blocks that share each load, the call's tiles read different ranges",
+             r->cluster);
+    return 0;
+  }
+  const int dim = r->tiling.tile_dim[0];
+  const int64_t tile = r->tiling.tile[0];
+  const int64_t tiles = dim >= 0 && tile > 0 ? (p->dims[dim] + tile - 1) / tile : 0;
+  if (tiles % r->cluster != 0) {
+    snprintf(msg, n, "runs clusters of %d blocks on neighbouring tiles, %s=%lld makes %lld tiles of %lld",
+             r->cluster, opsi_dim_name(p->op, dim), (long long)p->dims[dim], (long long)tiles, (long long)tile);
+    return 0;
+  }
+  return 1;
+}
+
 static const opsi_rule k_rules[] = {
     {OPS_REASON_BACKEND, "backend", rule_backend},
     {OPS_REASON_SM_TOO_OLD, "sm_too_old", rule_sm_old},
@@ -192,6 +212,7 @@ static const opsi_rule k_rules[] = {
     {OPS_REASON_MATH_MODE, "math_mode", rule_math},
     {OPS_REASON_DETERMINISM, "determinism", rule_determinism},
     {OPS_REASON_SMEM, "smem", rule_smem},
+    {OPS_REASON_CLUSTER, "cluster", rule_cluster},
 };
 
 const opsi_rule *opsi_rules(size_t *count) {

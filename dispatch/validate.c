@@ -10,7 +10,13 @@
 #include "runtime/handle_internal.h"
 #include "runtime/tensor_internal.h"
 
+/* Whether the current call on this thread writes an output over one of its inputs. */
+static _Thread_local int t_in_place;
+
+int opsi_call_in_place(void) { return t_in_place; }
+
 ops_status opsi_check_call(const opsi_vctx *v) {
+  t_in_place = 0;
   if (v->mode == OPSI_QUERY_WORKSPACE && v->workspace_out == NULL) {
     return opsi_fail(OPS_ERR_NULL_POINTER, "%s: bytes: expected a pointer, got NULL", v->fn);
   }
@@ -18,9 +24,10 @@ ops_status opsi_check_call(const opsi_vctx *v) {
     if (v->explain_out == NULL) {
       return opsi_fail(OPS_ERR_NULL_POINTER, "%s: out: expected a pointer to an ops_explain, got NULL", v->fn);
     }
-    if (v->explain_out->struct_size != sizeof(ops_explain)) {
-      return opsi_fail(OPS_ERR_STRUCT_SIZE, "%s: out->struct_size: expected %zu, got %u", v->fn,
-                       sizeof(ops_explain), (unsigned)v->explain_out->struct_size);
+    const uint32_t size = v->explain_out->struct_size;
+    if (size != sizeof(ops_explain) && size != OPS_EXPLAIN_SIZE_V1) {
+      return opsi_fail(OPS_ERR_STRUCT_SIZE, "%s: out->struct_size: expected %zu (or %zu, the first layout), got %u",
+                       v->fn, sizeof(ops_explain), (size_t)OPS_EXPLAIN_SIZE_V1, (unsigned)size);
     }
   }
   if (v->handle == NULL) {
@@ -205,6 +212,7 @@ ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int 
       }
       const int partner = u->t == o->in_place_of[0] || u->t == o->in_place_of[1];
       if (partner && opsi_same_view(o->t, u->t)) {
+        t_in_place = 1;
         continue;
       }
       if (u->is_output && j < i) {

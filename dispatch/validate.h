@@ -80,6 +80,11 @@ typedef struct opsi_operand {
  * data pointers may all be NULL.) */
 ops_status opsi_check_aliasing(const opsi_vctx *v, const opsi_operand *ops, int n);
 
+/* 1 when the call being checked on this thread (since its opsi_check_call) passed
+ * opsi_check_aliasing with an output that is the very same view as one of its inputs: a
+ * second run of its kernel would read the first run's output (autotune does not time it). */
+int opsi_call_in_place(void);
+
 /* The caller's workspace holds `needed` bytes and is 16-byte aligned. */
 ops_status opsi_check_workspace(const opsi_vctx *v, const void *workspace, size_t bytes,
                                 size_t needed);

@@ -56,6 +56,7 @@ static const status_entry k_statuses[] = {
     {OPS_ERR_CUDA, "OPS_ERR_CUDA", "CUDA runtime error"},
     {OPS_ERR_OUT_OF_MEMORY, "OPS_ERR_OUT_OF_MEMORY", "out of host memory"},
     {OPS_ERR_INTERNAL, "OPS_ERR_INTERNAL", "internal error"},
+    {OPS_ERR_IO, "OPS_ERR_IO", "file input / output error"},
 };
 
 static const status_entry *find_status(ops_status status) {

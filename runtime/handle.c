@@ -14,6 +14,7 @@ static ops_status alloc_handle(const char *fn, ops_handle *out) {
     return opsi_fail(OPS_ERR_OUT_OF_MEMORY, "%s: calloc(%zu) failed", fn, sizeof *p);
   }
   p->math_mode = OPS_MATH_STRICT;
+  opsi_tuner_init(&p->tuner);
   p->info.struct_size = (uint32_t)sizeof(ops_device_info);
   *out = p;
   return OPS_OK;
@@ -80,6 +81,7 @@ ops_status ops_handle_destroy(ops_handle handle) {
   opsi_clear_error();
   if (handle == NULL) return OPS_OK;
   opsi_profiler_stop(handle); /* delivers what is pending */
+  opsi_tuner_free(&handle->tuner);
   free(handle);
   return OPS_OK;
 }

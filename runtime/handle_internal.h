@@ -8,6 +8,7 @@
 
 #include "opslib/handle.h"
 #include "runtime/plan_cache.h"
+#include "runtime/tuner.h"
 
 #define OPSI_OP_SLOTS 32 /* op ids 1..31 */
 
@@ -22,6 +23,8 @@ struct ops_handle_s {
   int32_t is_virtual;   /* described device: explain and queries only */
   int32_t pinned[OPSI_OP_SLOTS]; /* kernel id pinned per op id; 0: none */
   struct opsi_profiler *profiler; /* NULL: off */
+  int32_t autotune;              /* ops_autotune_mode */
+  opsi_tuner tuner;              /* measured choices, and the tune cache file */
   opsi_plan_cache cache;
 };
 

@@ -36,7 +36,9 @@ typedef enum ops_reason {
   OPS_REASON_MATH_MODE = 10,  /* it rounds f32 to tf32 and the handle is strict */
   OPS_REASON_DETERMINISM = 11,/* the handle asks for determinism and it is not */
   OPS_REASON_SMEM = 12,       /* it needs more shared memory than the device has */
-  OPS_REASON_NOT_PINNED = 13  /* another kernel is pinned for this op on the handle */
+  OPS_REASON_NOT_PINNED = 13, /* another kernel is pinned for this op on the handle */
+  OPS_REASON_CLUSTER = 14     /* its blocks run in clusters that share loads, and the call gives
+                                 them different ranges (a window, varlen) or an odd tile count */
 } ops_reason;
 
 /* "eligible", "backend", "sm_too_old", ... */
@@ -70,7 +72,18 @@ typedef struct ops_explain {
   int32_t empty;          /* 1: the outputs have no elements, nothing would run */
   char problem[256];      /* the call as the dispatcher sees it */
   ops_verdict verdicts[OPS_EXPLAIN_MAX_CANDIDATES];
+  /* Appended after 0.1.0's first layout; filled when struct_size covers them (a caller
+   * built against the first layout passes its smaller size and gets the fields above). */
+  int32_t choice;         /* ops_choice: how `chosen` was decided */
+  int32_t measured;       /* verdicts with a measured time */
+  double measured_us[OPS_EXPLAIN_MAX_CANDIDATES]; /* per verdict: measured time; 0: none */
+  const char *plan[OPS_EXPLAIN_MAX_CANDIDATES];   /* per eligible verdict: the launch variant
+                                                     it would take (static); NULL: it has one */
+  char choice_note[192];  /* the choice in words: what was measured, or why nothing was */
 } ops_explain;
+
+/* The size of the first ops_explain layout, which explain still accepts. */
+#define OPS_EXPLAIN_SIZE_V1 (offsetof(ops_explain, choice))
 
 /* Each fills *out for the call with the same arguments. Validation is the op's own, minus
  * what needs memory (NULL data, contents of cu_seqlens, overlap). Returns OPS_OK also when
@@ -141,6 +154,8 @@ typedef struct ops_kernel_info {
   double efficiency;          /* fraction of peak the cost model assumes */
   const char *tests;          /* the test targets that exercise it */
   int32_t vector_bytes;       /* bytes per global-memory access of one thread */
+  /* appended after 0.1.0's first layout, in what was its tail padding (the size is the same): */
+  int32_t cluster_blocks;     /* blocks a cluster that share loads (1: no clusters) */
 } ops_kernel_info;
 
 /* Number of kernels in this build; ops_kernel_info_at(i) for i in 0..count-1. */

@@ -100,6 +100,57 @@ OPS_API ops_status ops_device_info_for_sm(int sm, ops_device_info *out);
  * OPS_ERR_INVALID_ARGUMENT (no kernel of that name). */
 OPS_API ops_status ops_handle_pin_kernel(ops_handle handle, const char *kernel_name);
 
+/* ---- measured autotuning and the tune cache ------------------------------------------- */
+
+/* How a handle chooses among the eligible kernels of a call. */
+typedef enum ops_autotune_mode {
+  OPS_AUTOTUNE_OFF = 0,    /* the cost model decides (the default) */
+  OPS_AUTOTUNE_MEASURE = 1 /* the first run of a problem times the model's best candidates */
+} ops_autotune_mode;
+
+/* With OPS_AUTOTUNE_MEASURE, the first run of a problem whose shape bucket has no measured
+ * choice yet (each shape extent rounded up to the next 2^k or 3 * 2^(k-1)) times the up to
+ * OPS_AUTOTUNE_TOP_K eligible kernels of lowest estimate on the handle's stream (one untimed
+ * run each, then the best of three timed runs; the host waits for them) and keeps the
+ * fastest for the bucket; the call's outputs are then written by that kernel. Explain reports
+ * the times. It does not measure, and the model decides, when fewer than two kernels are
+ * eligible, when the handle's stream is capturing a CUDA graph, when an output is written in
+ * place of an input (a repeated run would change it), and for candidates that need more
+ * workspace than the call passes; a workspace query of a problem not yet measured returns the
+ * largest need among the candidates. OPSLIB_AUTOTUNE=1 at handle creation turns it on.
+ * Not to be called while ops run on the handle. Errors: OPS_ERR_NULL_POINTER (handle),
+ * OPS_ERR_INVALID_ARGUMENT (mode). */
+#define OPS_AUTOTUNE_TOP_K 4
+OPS_API ops_status ops_handle_set_autotune(ops_handle handle, ops_autotune_mode mode);
+OPS_API ops_status ops_handle_get_autotune(ops_handle handle, ops_autotune_mode *mode);
+
+/* Attaches a tune cache file: its measured choices are read now and used by this handle
+ * (whatever the autotune mode; explain says "tune_cache"), and each new measurement rewrites
+ * the file, merged with the entries other processes wrote there meanwhile, through a
+ * temporary file renamed over it (concurrent writers never leave a torn file). The file holds
+ * the choices of one device name, SM, library version and kernel set: a file that is missing,
+ * unreadable, corrupt, written for another device or by another build is ignored with one
+ * line on stderr ("opslib: tune cache PATH: ...") and is replaced on the next write. NULL or
+ * "" detaches the file (choices already read stay). OPSLIB_TUNE_CACHE=<path> at handle
+ * creation attaches one. Not to be called while ops run on the handle.
+ * Errors: OPS_ERR_NULL_POINTER (handle), OPS_ERR_INVALID_ARGUMENT (path longer than 4095). */
+OPS_API ops_status ops_handle_set_tune_cache(ops_handle handle, const char *path);
+
+/* Writes the attached tune cache now (as after a measurement). Errors: OPS_ERR_NULL_POINTER,
+ * OPS_ERR_INVALID_ARGUMENT (no file attached), OPS_ERR_IO (it cannot be written). */
+OPS_API ops_status ops_handle_save_tune_cache(ops_handle handle);
+
+/* How a kernel choice was made (ops_explain.choice, ops_profile_record.choice). */
+typedef enum ops_choice {
+  OPS_CHOICE_MODEL = 0,      /* the cost model's lowest estimate */
+  OPS_CHOICE_MEASURED = 1,   /* timed on this handle (OPS_AUTOTUNE_MEASURE) */
+  OPS_CHOICE_TUNE_CACHE = 2, /* timed earlier, read from the attached tune cache */
+  OPS_CHOICE_PINNED = 3      /* the kernel pinned for the op (ops_handle_pin_kernel) */
+} ops_choice;
+
+/* "model", "measured", "tune_cache", "pinned"; "unknown" otherwise. */
+OPS_API const char *ops_choice_name(ops_choice choice);
+
 /* ---- profiling ------------------------------------------------------------------------ */
 
 /* One record per op call that ran a kernel (see ops_handle_set_profiler). */
@@ -120,6 +171,9 @@ typedef struct ops_profile_record {
   double gbps;             /* bytes / time */
   double tflops;           /* flops / time */
   const char *problem;     /* the call as the dispatcher sees it (valid during the callback) */
+  /* appended after 0.1.0's first layout: */
+  int32_t choice;          /* ops_choice of kernel_id */
+  const char *launch_plan; /* the launch variant the kernel took (static); NULL: it has one */
 } ops_profile_record;
 
 typedef void (*ops_profile_fn)(const ops_profile_record *record, void *user);

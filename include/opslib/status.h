@@ -32,7 +32,8 @@ typedef enum ops_status {
   OPS_ERR_UNSUPPORTED = 13,        /* valid input, but no kernel of this build serves it */
   OPS_ERR_CUDA = 14,               /* a CUDA runtime call failed */
   OPS_ERR_OUT_OF_MEMORY = 15,      /* host allocation failed (handle creation only) */
-  OPS_ERR_INTERNAL = 16            /* a bug in opslib: please report it */
+  OPS_ERR_INTERNAL = 16,           /* a bug in opslib: please report it */
+  OPS_ERR_IO = 17                  /* a file opslib was asked to write cannot be written */
 } ops_status;
 
 /* A short English description of `status`, e.g. "shape mismatch". Static storage; an

@@ -71,6 +71,8 @@ typedef struct opsi_launch_info {
   int32_t grid[3];
   int32_t block[3];
   int32_t smem_bytes;
+  const char *plan; /* the launch variant it took, in the words of its row's plan function
+                       (static storage); NULL: the kernel has one way to run */
 } opsi_launch_info;
 
 typedef struct opsi_launch {

@@ -18,6 +18,10 @@ ops_status opsi_sdpa_cuda_mma_d256(const opsi_launch *ctx, const void *args);
 ops_status opsi_sdpa_cuda_sm90_d64(const opsi_launch *ctx, const void *args);
 ops_status opsi_sdpa_cuda_sm90_d128(const opsi_launch *ctx, const void *args);
 ops_status opsi_sdpa_cuda_sm90_d256(const opsi_launch *ctx, const void *args);
+/* The same kernels at 64 and 128 in clusters of two that share each K / V tile (TMA
+ * multicast): uniform calls (no window, no varlen) with an even number of query tiles a head. */
+ops_status opsi_sdpa_cuda_sm90_d64_pair(const opsi_launch *ctx, const void *args);
+ops_status opsi_sdpa_cuda_sm90_d128_pair(const opsi_launch *ctx, const void *args);
 
 #ifdef __cplusplus
 }

@@ -121,8 +121,11 @@ ops_status encode_operand(CUtensorMap *map, const ops_tensor &t, bool varlen, in
   return OPS_OK;
 }
 
-template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_args *a) {
+/* PAIR: the shape's _pair kernel (clusters of two sharing K / V), which its row sends only
+ * uniform calls with an even number of query tiles a head; else one block a cluster. */
+template <int DP, bool PAIR> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_args *a) {
   using C = opsi::fa3::shape<DP>;
+  static_assert(!PAIR || C::CLUSTER == 2, "a pair kernel exists only for shapes with CLUSTER 2");
   if (a->has_mask) { /* the rows do not claim OPSI_F_MASK: the dispatcher sends masks to sm_80's kernel */
     return opsi_fail(OPS_ERR_INTERNAL, "ops_sdpa: the Hopper kernel got a mask tensor, which it does not read");
   }
@@ -130,12 +133,14 @@ template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_ar
   if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
   /* Every work tile costs the same without a window (causal is one) or varlen: one block an
    * SM walks them (persistent; the next tile's Q and K / V load under the current one's
-   * end), and where the shape has clusters and a head has an even number of query tiles, in
-   * clusters of two that load each K / V tile once for both (half each, multicast).
-   * Otherwise a block a tile, longest first, and the hardware balances them. */
+   * end). Otherwise a block a tile, longest first, and the hardware balances them. */
   const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
   const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
-  const int cluster = C::CLUSTER > 1 && uniform && opsi::fa3::sdpa_query_tiles<C::BM>(g) % 2 == 0 ? 2 : 1;
+  constexpr int cluster = PAIR ? 2 : 1;
+  if (PAIR && (!uniform || opsi::fa3::sdpa_query_tiles<C::BM>(g) % 2 != 0)) {
+    return opsi_fail(OPS_ERR_INTERNAL, "ops_sdpa: the pair kernel got a call its row excludes (a window, "
+                                       "varlen, or an odd number of query tiles a head)");
+  }
   CUtensorMap mq, mk, mv;
   ops_status st = encode_operand(&mq, a->q, a->varlen, C::BM, "q");
   if (st == OPS_OK) st = encode_operand(&mk, a->k, a->varlen, C::BN / cluster, "k");
@@ -145,35 +150,32 @@ template <int DP> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_ar
   opsi_launch_info *info = ctx->info;
   const int64_t cap = uniform ? ctx->sm_count / cluster * cluster : 2147483647;
   const int grid = (int)(tiles < cap ? tiles : cap);
-  /* the kernel of cluster size CL (a std::integral_constant): the pair kernel exists only for
-   * shapes with CLUSTER 2 */
-  const auto launch = [&](auto cl) {
-    constexpr int CL = decltype(cl)::value;
-    return a->q.dtype == OPS_DTYPE_BF16
-               ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, CL>(mq, mk, mv, g, grid, stream, info->grid,
+  info->plan = PAIR ? OPSI_SDPA_SM90_PLAN_PAIR : uniform ? OPSI_SDPA_SM90_PLAN_PERSISTENT : OPSI_SDPA_SM90_PLAN_TILE;
+  const cudaError_t e =
+      a->q.dtype == OPS_DTYPE_BF16
+          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, cluster>(mq, mk, mv, g, grid, stream, info->grid,
                                                                     info->block, &info->smem_bytes)
-               : opsi::fa3::launch_sdpa_sm90<__half, DP, CL>(mq, mk, mv, g, grid, stream, info->grid, info->block,
-                                                             &info->smem_bytes);
-  };
-  cudaError_t e;
-  if constexpr (C::CLUSTER == 2) {
-    e = cluster == 2 ? launch(std::integral_constant<int, 2>()) : launch(std::integral_constant<int, 1>());
-  } else {
-    e = launch(std::integral_constant<int, 1>());
-  }
+          : opsi::fa3::launch_sdpa_sm90<__half, DP, cluster>(mq, mk, mv, g, grid, stream, info->grid,
+                                                             info->block, &info->smem_bytes);
   return cuda_status(e, "launch");
 }
 
 }  // namespace
 
 extern "C" ops_status opsi_sdpa_cuda_sm90_d64(const opsi_launch *ctx, const void *args) {
-  return run_sm90<64>(ctx, static_cast<const opsi_sdpa_args *>(args));
+  return run_sm90<64, false>(ctx, static_cast<const opsi_sdpa_args *>(args));
 }
 extern "C" ops_status opsi_sdpa_cuda_sm90_d128(const opsi_launch *ctx, const void *args) {
-  return run_sm90<128>(ctx, static_cast<const opsi_sdpa_args *>(args));
+  return run_sm90<128, false>(ctx, static_cast<const opsi_sdpa_args *>(args));
 }
 extern "C" ops_status opsi_sdpa_cuda_sm90_d256(const opsi_launch *ctx, const void *args) {
-  return run_sm90<256>(ctx, static_cast<const opsi_sdpa_args *>(args));
+  return run_sm90<256, false>(ctx, static_cast<const opsi_sdpa_args *>(args));
+}
+extern "C" ops_status opsi_sdpa_cuda_sm90_d64_pair(const opsi_launch *ctx, const void *args) {
+  return run_sm90<64, true>(ctx, static_cast<const opsi_sdpa_args *>(args));
+}
+extern "C" ops_status opsi_sdpa_cuda_sm90_d128_pair(const opsi_launch *ctx, const void *args) {
+  return run_sm90<128, true>(ctx, static_cast<const opsi_sdpa_args *>(args));
 }
 extern "C" ops_status opsi_sdpa_cuda_mma_d64(const opsi_launch *ctx, const void *args) {
   return run_mma<64>(ctx, static_cast<const opsi_sdpa_args *>(args));

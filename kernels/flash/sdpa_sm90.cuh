@@ -24,8 +24,9 @@
  *   next turn, between S_t+1 and P_t V_t, under S_t+1 (and not at all where no row max of
  *   the warp moved). The consumer warpgroups take turns issuing, in a ring (named barriers
  *   1 .. NC), so that one's softmax overlaps the others' wgmma.
- * Clusters (CLUSTER 2, uniform calls with an even number of query tiles a head): the two
- * blocks of a cluster take neighbouring query tiles of one head, which read the same keys;
+ * Clusters (CLUSTER 2, the _pair kernels: uniform calls with an even number of query tiles a
+ * head, which their rows require): the two blocks of a cluster take neighbouring query
+ * tiles of one head, which read the same keys;
  * each producer loads its half of every K / V tile's rows into both blocks (TMA multicast,
  * completing on each block's full barrier), and its empty barriers count the consumer warps
  * of both blocks (the others arrive remotely), so that a stage is refilled only once both
@@ -63,7 +64,7 @@ enum { STAGES = 2 };
  * ever (an experimental variant asking 48 + 2 x 232 = 65536 of 64512 hung on the H100). */
 template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int CLUSTER_> struct cfg {
   static constexpr int DP = DP_, BN = BN_, NC = NC_, BM = BM_, LOAD_REGS = LOAD_REGS_, MMA_REGS = MMA_REGS_;
-  static constexpr int CLUSTER = CLUSTER_; /* where the call allows it (the launcher decides) */
+  static constexpr int CLUSTER = CLUSTER_; /* blocks a cluster of the _pair kernel (its row decides when) */
   static constexpr int THREADS = 128 * (NC + 1);
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */

@@ -3,9 +3,9 @@
  * the kernels (sdpa_sm90.cuh's shape<DP>) and for the capability rows that state them:
  * BN key rows a tile, NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work tile),
  * setmaxnreg's split of the block's registers (LOAD_REGS for the producer warpgroup, MMA_REGS
- * for each consumer one), and CLUSTER, the blocks of a cluster where every work tile costs the
- * same and a head has an even number of query tiles (2: each block loads half of every K / V
- * tile into both by TMA multicast, halving the L2 traffic). Plain numbers: the rows print them.
+ * for each consumer one), and CLUSTER, the blocks of a cluster of the shape's _pair kernel
+ * (2: each block loads half of every K / V tile into both by TMA multicast, halving the L2
+ * traffic; 1: the shape has no pair kernel). Plain numbers: the rows print them.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
@@ -32,5 +32,14 @@
 #define OPSI_SDPA_SM90_D256_LOAD_REGS 24
 #define OPSI_SDPA_SM90_D256_MMA_REGS 240
 #define OPSI_SDPA_SM90_D256_CLUSTER 1
+
+/* How a Hopper attention launch walks its work tiles, as the launcher reports it and the
+ * rows' plan function predicts it. Uniform calls (every tile reads the same keys: no window
+ * that cuts a key range, no varlen) run persistent; the _pair kernels run persistent in
+ * clusters of two. */
+#define OPSI_SDPA_SM90_PLAN_PERSISTENT "persistent: a block an SM walks the work tiles"
+#define OPSI_SDPA_SM90_PLAN_PAIR \
+  "persistent pairs: clusters of 2 blocks an SM pair, each K / V tile loaded once for both (TMA multicast)"
+#define OPSI_SDPA_SM90_PLAN_TILE "a block a work tile, longest first"
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_ */

@@ -8,6 +8,13 @@
 extern "C" {
 #endif
 
+/* How the Hopper kernels' epilogue stores D, as the launcher reports it and the rows' plan
+ * function predicts it: by TMA where D is 16-bit with unit column stride and 16-byte aligned
+ * rows (every call those rows accept, whose operands are all 16-byte aligned and
+ * contiguous, with a 16-bit D), else by the threads. */
+#define OPSI_GEMM_SM90_PLAN_TMA_STORE "persistent; D stored by TMA from swizzled shared memory"
+#define OPSI_GEMM_SM90_PLAN_THREAD_STORE "persistent; D stored by the threads"
+
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major. */
 ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args);
 ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args);

@@ -167,6 +167,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   gr[0] = grid, gr[1] = gr[2] = 1;
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
+  ctx->info->plan = d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
   return cuda_status(e, "launch");
 }
 

@@ -65,6 +65,18 @@ class Handle:
         check(_lib, _lib.ops_handle_pin_kernel(self._h, None if name is None else name.encode()),
               "pin_kernel")
 
+    def set_autotune(self, on=True):
+        """Times the best candidates on the first run of each shape bucket (ops_handle_set_autotune)."""
+        check(_lib, _lib.ops_handle_set_autotune(self._h, int(bool(on))), "set_autotune")
+
+    def set_tune_cache(self, path):
+        """Attaches a tune cache file (None detaches); see ops_handle_set_tune_cache."""
+        check(_lib, _lib.ops_handle_set_tune_cache(self._h, None if path is None else str(path).encode()),
+              "set_tune_cache")
+
+    def save_tune_cache(self):
+        check(_lib, _lib.ops_handle_save_tune_cache(self._h), "save_tune_cache")
+
     def device_info(self):
         info = _capi.DeviceInfo()
         info.struct_size = ctypes.sizeof(info)
@@ -86,8 +98,9 @@ def handle(device="cpu"):
 
 
 class Explanation:
-    """Why the dispatcher would choose a kernel: .chosen (a kernel name or None), .problem,
-    .verdicts (kernel, reason, est_us, message), str() the text rendering, .json()."""
+    """Why the dispatcher would choose a kernel: .chosen (a kernel name or None), .choice
+    ("model", "measured", "tune_cache", "pinned") and .choice_note, .problem, .verdicts
+    (kernel, reason, est_us, measured_us, plan, message), str() the text rendering, .json()."""
 
     def __init__(self, e):
         self._e = e
@@ -97,8 +110,12 @@ class Explanation:
         self.verdicts = [
             {"kernel": v.kernel_name.decode(), "kernel_id": v.kernel_id,
              "reason": _lib.ops_reason_name(v.reason).decode(), "est_us": v.est_us,
+             "measured_us": e.measured_us[i] or None,
+             "plan": e.plan[i].decode() if e.plan[i] else None,
              "message": v.message.decode(errors="replace")}
-            for v in e.verdicts[: e.count]]
+            for i, v in enumerate(e.verdicts[: e.count])]
+        self.choice = _lib.ops_choice_name(e.choice).decode()
+        self.choice_note = e.choice_note.decode(errors="replace")
         self.chosen = self.verdicts[e.chosen]["kernel"] if e.chosen >= 0 else None
 
     def _render(self, fn):

@@ -171,6 +171,11 @@ class Explain(ctypes.Structure):
         ("empty", ctypes.c_int32),
         ("problem", ctypes.c_char * 256),
         ("verdicts", Verdict * EXPLAIN_MAX_CANDIDATES),
+        ("choice", ctypes.c_int32),
+        ("measured", ctypes.c_int32),
+        ("measured_us", ctypes.c_double * EXPLAIN_MAX_CANDIDATES),
+        ("plan", ctypes.c_char_p * EXPLAIN_MAX_CANDIDATES),
+        ("choice_note", ctypes.c_char * 192),
     ]
 
 
@@ -311,6 +316,14 @@ def _declare(lib):
     lib.ops_handle_set_deterministic.argtypes = [_P, ctypes.c_int]
     lib.ops_handle_pin_kernel.restype = _S
     lib.ops_handle_pin_kernel.argtypes = [_P, cs]
+    lib.ops_handle_set_autotune.restype = _S
+    lib.ops_handle_set_autotune.argtypes = [_P, ctypes.c_int]
+    lib.ops_handle_set_tune_cache.restype = _S
+    lib.ops_handle_set_tune_cache.argtypes = [_P, cs]
+    lib.ops_handle_save_tune_cache.restype = _S
+    lib.ops_handle_save_tune_cache.argtypes = [_P]
+    lib.ops_choice_name.restype = cs
+    lib.ops_choice_name.argtypes = [ctypes.c_int]
     lib.ops_handle_get_device_info.restype = _S
     lib.ops_handle_get_device_info.argtypes = [_P, ctypes.POINTER(DeviceInfo)]
     lib.ops_cuda_device_count.restype = ctypes.c_int

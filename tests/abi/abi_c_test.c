@@ -54,6 +54,7 @@ static void status_codes_keep_their_numbers_and_names(void **state) {
       {OPS_ERR_CUDA, 14, "OPS_ERR_CUDA"},
       {OPS_ERR_OUT_OF_MEMORY, 15, "OPS_ERR_OUT_OF_MEMORY"},
       {OPS_ERR_INTERNAL, 16, "OPS_ERR_INTERNAL"},
+      {OPS_ERR_IO, 17, "OPS_ERR_IO"},
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
     assert_int_equal((int)k[i].st, k[i].value);
@@ -82,6 +83,20 @@ static void enum_values_are_stable(void **state) {
   assert_int_equal(OPS_BINARY_MIN, 5);
   assert_int_equal(OPS_REDUCE_MIN, 3);
   assert_int_equal(OPS_DEVICE_CUDA, 2);
+  assert_int_equal(OPS_REASON_NOT_PINNED, 13);
+  assert_int_equal(OPS_REASON_CLUSTER, 14);
+  assert_int_equal(OPS_AUTOTUNE_OFF, 0);
+  assert_int_equal(OPS_AUTOTUNE_MEASURE, 1);
+  assert_int_equal(OPS_CHOICE_MODEL, 0);
+  assert_int_equal(OPS_CHOICE_MEASURED, 1);
+  assert_int_equal(OPS_CHOICE_TUNE_CACHE, 2);
+  assert_int_equal(OPS_CHOICE_PINNED, 3);
+  /* the structs that grew keep their first layout as a prefix */
+  assert_int_equal(OPS_EXPLAIN_SIZE_V1, 7192);
+  assert_int_equal(offsetof(ops_explain, verdicts), 280);
+  assert_int_equal(offsetof(ops_profile_record, problem), 112);
+  assert_int_equal(offsetof(ops_profile_record, choice), 120);
+  assert_int_equal(offsetof(ops_kernel_info, cluster_blocks), offsetof(ops_kernel_info, vector_bytes) + 4);
 }
 
 static void dtype_sizes_and_names(void **state) {

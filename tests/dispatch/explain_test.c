@@ -67,7 +67,7 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
   ops_tensor q = desc(OPS_DTYPE_BF16, ops_device_cpu(), 4, qs), k = desc(OPS_DTYPE_BF16, ops_device_cpu(), 4, ks);
   OPST_OK(ops_sdpa_explain(cpu, &p, &q, &k, &k, &q, NULL, &e));
   assert_int_equal(e.op, OPS_OP_SDPA);
-  assert_int_equal(e.count, 7); /* the CPU reference and six CUDA kernels, which say why not */
+  assert_int_equal(e.count, 9); /* the CPU reference and eight CUDA kernels, which say why not */
   assert_int_equal(e.chosen, 0);
   assert_true(e.verdicts[0].est_us > 0);
   check_renderings(&e, (const char *const[]){"sdpa bf16 -> bf16 on cpu: batch=2 seqlen_q=4096 seqlen_k=4096 heads_q=16 "
@@ -320,9 +320,87 @@ static void virtual_handles_are_checked(void **state) {
   ops_handle_destroy(h);
 }
 
+/* The launch variants that decide speed: SDPA's pair kernels are rows of their own with the
+ * cluster rule; the single-block Hopper rows and the Hopper GEMM rows print their plan. */
+static void launch_variants_are_rows_or_plans(void **state) {
+  (void)state;
+  ops_handle v = virtual_handle(90);
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  char text[16384];
+  /* 4096 rows: 32 query tiles of 128 a head, even; no mask: the pair row is eligible */
+  const int64_t qs[4] = {2, 4096, 16, 128};
+  ops_tensor q = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs);
+  OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
+  const ops_verdict *pair = verdict_of(&e, "cuda_sdpa_sm90_d128_pair");
+  const ops_verdict *single = verdict_of(&e, "cuda_sdpa_sm90_d128");
+  assert_non_null(pair);
+  assert_int_equal(pair->reason, OPS_REASON_ELIGIBLE);
+  assert_int_equal(single->reason, OPS_REASON_ELIGIBLE);
+  assert_string_equal(e.plan[pair - e.verdicts], "persistent pairs: clusters of 2 blocks an SM pair, each K / V tile "
+                                                 "loaded once for both (TMA multicast)");
+  assert_string_equal(e.plan[single - e.verdicts], "persistent: a block an SM walks the work tiles");
+  ops_explain_to_text(&e, text, sizeof text);
+  assert_non_null(strstr(text, "; plan: persistent pairs"));
+  ops_explain_to_json(&e, text, sizeof text);
+  assert_non_null(strstr(text, "\"plan\":\"persistent: a block an SM walks the work tiles\""));
+  /* causal: tiles read different keys, a feature the pair row leaves out; the single row
+   * runs a block a tile */
+  p.causal = 1;
+  OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
+  pair = verdict_of(&e, "cuda_sdpa_sm90_d128_pair");
+  single = verdict_of(&e, "cuda_sdpa_sm90_d128");
+  assert_int_equal(pair->reason, OPS_REASON_FEATURE);
+  assert_non_null(strstr(pair->message, "causal"));
+  assert_null(e.plan[pair - e.verdicts]);
+  assert_string_equal(e.plan[single - e.verdicts], "a block a work tile, longest first");
+  /* a window as wide as the keys cuts nothing: the single row runs persistent */
+  p.causal = 0;
+  p.window_left = 5000;
+  OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
+  single = verdict_of(&e, "cuda_sdpa_sm90_d128");
+  assert_string_equal(e.plan[single - e.verdicts], "persistent: a block an SM walks the work tiles");
+  p.window_left = 100;
+  OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
+  single = verdict_of(&e, "cuda_sdpa_sm90_d128");
+  assert_string_equal(e.plan[single - e.verdicts], "a block a work tile, longest first");
+  p.window_left = -1;
+  /* 384 rows: 3 query tiles a head, odd */
+  const int64_t odd[4] = {2, 384, 16, 128};
+  ops_tensor qo = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, odd);
+  OPST_OK(ops_sdpa_explain(v, &p, &qo, &qo, &qo, &qo, NULL, &e));
+  pair = verdict_of(&e, "cuda_sdpa_sm90_d128_pair");
+  assert_int_equal(pair->reason, OPS_REASON_CLUSTER);
+  assert_non_null(strstr(pair->message, "seqlen_q=384 makes 3 tiles of 128"));
+  assert_string_equal(ops_reason_name(OPS_REASON_CLUSTER), "cluster");
+  ops_kernel_info info;
+  info.struct_size = sizeof info;
+  OPST_OK(ops_kernel_info_by_name("cuda_sdpa_sm90_d64_pair", &info));
+  assert_int_equal(info.cluster_blocks, 2);
+  OPST_OK(ops_kernel_info_by_name("cuda_sdpa_sm90_d64", &info));
+  assert_int_equal(info.cluster_blocks, 1);
+
+  /* GEMM: a 16-bit D goes out by TMA, an f32 one by the threads */
+  const int64_t as[2] = {512, 1024}, bs[2] = {1024, 512}, ds[2] = {512, 512};
+  ops_tensor a = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, as), b = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, bs);
+  for (int f32 = 0; f32 < 2; ++f32) {
+    ops_tensor d = desc(f32 ? OPS_DTYPE_F32 : OPS_DTYPE_BF16, ops_device_cuda(0), 2, ds);
+    OPST_OK(ops_gemm_explain(v, NULL, &a, &b, &d, &e));
+    const ops_verdict *g = verdict_of(&e, "cuda_gemm_sm90_128x128");
+    assert_int_equal(g->reason, OPS_REASON_ELIGIBLE);
+    assert_string_equal(e.plan[g - e.verdicts], f32 ? "persistent; D stored by the threads"
+                                                    : "persistent; D stored by TMA from swizzled shared memory");
+    assert_null(e.plan[verdict_of(&e, "cuda_gemm_mma_cp") - e.verdicts]);
+  }
+  ops_handle_destroy(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
+      cmocka_unit_test(launch_variants_are_rows_or_plans),
       cmocka_unit_test(gemm_explains_its_path_and_tile),
       cmocka_unit_test(explain_names_the_kernel_that_runs),
       cmocka_unit_test(explain_reads_descriptors_only),

@@ -214,6 +214,14 @@ static void random_problems(void **state) {
   for (int i = 0; i < 200; ++i) random_case(i);
 }
 
+/* The same on the panel kernel (the other CPU loop order), pinned. */
+static void random_problems_on_the_panel_kernel(void **state) {
+  (void)state;
+  OPST_OK(ops_handle_pin_kernel(g_h, "cpu_gemm_panel"));
+  for (int i = 0; i < 200; ++i) random_case(i);
+  OPST_OK(ops_handle_pin_kernel(g_h, NULL));
+}
+
 /* Last: every feature the capability rows of this test's kernels claim was exercised. */
 static void claimed_features_are_exercised(void **state) {
   (void)state;
@@ -238,6 +246,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(golden_small_product_with_epilogues),
       cmocka_unit_test(random_problems),
+      cmocka_unit_test(random_problems_on_the_panel_kernel),
       cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("gemm_cpu", tests, setup, teardown);

@@ -80,6 +80,19 @@ check "library refuses heads" 1 "divisor of heads_q = 16" -- explain sdpa --q 2,
 check "version" 0 "opsctl 0.1.0" -- version
 check "help" 0 "opsctl fuse" -- help
 
+# how a choice is made, the launch variants, and tune cache files
+check "explain choice" 0 "(model: the cost model's lowest estimate: autotune is off" -- explain gemm --cpu --a 8,16 --b 16,8
+check "explain plan" 0 "; plan: persistent pairs: clusters of 2 blocks" -- explain sdpa --q 2,4096,16,128 --k 2,4096,16,128 --sm 90
+check "explain cluster" 0 "seqlen_q=384 makes 3 tiles of 128" -- explain sdpa --q 2,384,16,128 --k 2,384,16,128 --sm 90
+check_json "explain choice --json" -- explain gemm --cpu --a 8,16 --b 16,8 --json
+check "explain --tune-cache missing" 0 "tune cache /nonexistent-opsctl.tune: not found; ignoring it" -- explain gemm --cpu --a 8,16 --b 16,8 --tune-cache /nonexistent-opsctl.tune
+check "tune-cache missing" 1 "cannot open /nonexistent-opsctl.tune" -- tune-cache /nonexistent-opsctl.tune
+tune="${TEST_TMPDIR:-/tmp}/opsctl_test.tune"
+printf 'opslib-tune-cache 1\nlibrary 0.1.0\nentry 00 cpu_gemm_panel 2 cpu_gemm_panel 10.500 cpu_gemm_ref 20.250 | gemm f32 -> f32 on cpu: batch=1 m=48\nend 1 0\n' > "$tune"
+check "tune-cache lists" 0 "kept cpu_gemm_panel; timed cpu_gemm_panel 10.500 us, cpu_gemm_ref 20.250 us" -- tune-cache "$tune"
+check "tune-cache bucket" 0 "  gemm f32 -> f32 on cpu: batch=1 m=48" -- tune-cache "$tune"
+check "explain --tune-cache corrupt" 0 "corrupt (its checksum does not match its contents); ignoring it" -- explain gemm --cpu --a 8,16 --b 16,8 --tune-cache "$tune"
+
 echo "[==========] opsctl: $((passed + failed)) checks"
 if [ "$failed" -eq 0 ]; then
   echo "[  PASSED  ] $passed test(s)."

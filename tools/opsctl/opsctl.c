@@ -5,6 +5,7 @@
  *   opsctl list [--op sdpa] [--json]
  *   opsctl explain OP [--sm 90 | --cpu] [--dtype bf16] [shape options] [--json]
  *   opsctl fuse OP,OP,... [--sm 90 | --cpu] [--dtype bf16] [--m M --n N --k K] [--json]
+ *   opsctl tune-cache FILE
  *   opsctl version
  *
  * Exit status: 0 success, 1 the library refused the call (its message is printed),
@@ -24,7 +25,7 @@
 static const char *const k_usage =
     "usage:\n"
     "  opsctl list [--op OP] [--json]\n"
-    "  opsctl explain OP [--sm SM | --cpu] [--dtype DT] [--json] [shape options]\n"
+    "  opsctl explain OP [--sm SM | --cpu] [--dtype DT] [--tune-cache FILE] [--json] [shape options]\n"
     "      sdpa:       --q B,S,H,D --k B,S,Hkv,D [--dv Dv] [--causal] [--window L,R] [--lse]\n"
     "      gemm:       --a [B,]M,K --b [B,]K,N [--out-dtype DT] [--bias] [--act FN] [--residual]\n"
     "      layernorm, rmsnorm, softmax:  --x ...,N [--residual]\n"
@@ -35,6 +36,7 @@ static const char *const k_usage =
     "  opsctl fuse NODE,NODE,... [--sm SM | --cpu] [--dtype DT] [--m M] [--n N] [--k K] [--json]\n"
     "      nodes: gemm bias add sub mul div max min scale mask softmax rmsnorm layernorm and\n"
     "             the functions relu gelu gelu_tanh gelu_erf silu sigmoid tanh exp neg abs sin\n"
+    "  opsctl tune-cache FILE          the measured choices a tune cache file holds\n"
     "  opsctl version\n"
     "OP: sdpa gemm layernorm rmsnorm softmax sin_affine unary binary reduce scale dropout\n"
     "    layernorm_backward rmsnorm_backward softmax_backward\n"
@@ -71,7 +73,7 @@ static option k_options[] = {
     {"--a", "", 0, 1},        {"--b", "", 0, 1},         {"--bias", "", 0, 0},     {"--act", "", 0, 1},
     {"--residual", "", 0, 0}, {"--x", "", 0, 1},         {"--fn", "", 0, 1},       {"--axes", "", 0, 1},
     {"--keepdim", "", 0, 0},  {"--m", "", 0, 1},         {"--n", "", 0, 1},        {"--batch", "", 0, 1},
-    {"--dweight", "", 0, 0},  {"--dbias", "", 0, 0},
+    {"--dweight", "", 0, 0},  {"--dbias", "", 0, 0},    {"--tune-cache", "", 0, 1},
 };
 #define N_OPTIONS ((int)(sizeof k_options / sizeof k_options[0]))
 
@@ -164,7 +166,49 @@ static int make_handle(ops_handle *h, ops_device *dev) {
   ops_status st = ops_device_info_for_sm(sm, &info);
   if (st == OPS_OK) st = ops_handle_create_virtual(h, &info);
   if (st != OPS_OK) return library_error("creating the described device", st);
+  /* measured choices written for this device (a described one reads its own file only) */
+  if (has("--tune-cache") && (st = ops_handle_set_tune_cache(*h, val("--tune-cache"))) != OPS_OK) {
+    return library_error("--tune-cache", st);
+  }
   *dev = sm ? ops_device_cuda(0) : ops_device_cpu();
+  return 0;
+}
+
+/* ---- tune-cache --------------------------------------------------------------------- */
+
+/* The file's header and its measured choices, one a line: the shape bucket, the kernel kept
+ * and every kernel timed. Whether a build and device accept it is what explain --tune-cache
+ * (or ops_handle_set_tune_cache) says. */
+static int cmd_tune_cache(const char *path) {
+  if (path == NULL) return usage_error("tune-cache needs a file");
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(stderr, "opsctl: tune-cache: cannot open %s\n", path);
+    return 1;
+  }
+  static char line[8192];
+  int entries = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    if (strncmp(line, "entry ", 6) != 0) {
+      printf("%s\n", line);
+      continue;
+    }
+    const char *bucket = strstr(line, " | ");
+    char *save = NULL;
+    strtok_r(line, " ", &save); /* "entry" */
+    strtok_r(NULL, " ", &save); /* the key */
+    const char *kept = strtok_r(NULL, " ", &save), *count = strtok_r(NULL, " ", &save);
+    printf("  %s\n    kept %s; timed", bucket != NULL ? bucket + 3 : "?", kept ? kept : "?");
+    for (int i = 0, n = count ? atoi(count) : 0; i < n; ++i) {
+      const char *name = strtok_r(NULL, " ", &save), *us = strtok_r(NULL, " ", &save);
+      printf("%s %s %s us", i ? "," : "", name ? name : "?", us ? us : "?");
+    }
+    printf("\n");
+    ++entries;
+  }
+  fclose(f);
+  printf("%d measured choice(s)\n", entries);
   return 0;
 }
 
@@ -230,7 +274,7 @@ static int cmd_list(void) {
       json_string(k.limits);
       printf(",\"warp_roles\":");
       json_string(k.roles);
-      printf(",\"stages\":%d,\"smem_layout\":", k.stages);
+      printf(",\"stages\":%d,\"cluster_blocks\":%d,\"smem_layout\":", k.stages, k.cluster_blocks);
       json_string(k.smem_layout);
       printf(",\"smem_bytes\":%d,\"threads\":%d,\"deterministic\":%s,\"reduction_order\":", k.smem_bytes, k.threads,
              k.deterministic ? "true" : "false");
@@ -247,7 +291,9 @@ static int cmd_list(void) {
       printf("      features: %s\n", k.features[0] ? k.features : "-");
       printf("      fuses: %s\n", k.fuses[0] ? k.fuses : "-");
       printf("      limits: %s\n", k.limits);
-      printf("      warp roles: %s; stages %d; threads %d\n", k.roles, k.stages, k.threads);
+      printf("      warp roles: %s; stages %d; threads %d", k.roles, k.stages, k.threads);
+      if (k.cluster_blocks > 1) printf("; clusters of %d blocks sharing loads", k.cluster_blocks);
+      printf("\n");
       printf("      smem: %s (%d bytes)\n", k.smem_layout, k.smem_bytes);
       printf("      reduction order: %s%s\n", k.reduction_order, k.deterministic ? " (deterministic)" : "");
       printf("      workspace: %s; cost: %s at %.0f%% of peak\n", k.workspace_formula, k.unit, 100.0 * k.efficiency);
@@ -611,5 +657,6 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "explain") == 0) return cmd_explain(pos);
   if (strcmp(cmd, "fuse") == 0) return cmd_fuse(pos);
+  if (strcmp(cmd, "tune-cache") == 0) return cmd_tune_cache(pos);
   return usage_error("unknown command '%s'", cmd);
 }

@@ -175,8 +175,20 @@ static void dispatcher_on_a_cuda_handle(void **state) {
   e.struct_size = sizeof e;
   OPST_OK(ops_rmsnorm_explain(h, NULL, &x, &w, &x, &e));
   assert_true(e.chosen >= 0);
-  assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_rmsnorm_warp_vec16"); /* rows of 1024, aligned */
   assert_int_equal(e.verdicts[0].reason, OPS_REASON_BACKEND);
+  /* the model's choice is the one explain gives for a described device of the same SM and SM
+   * count (which kernel that is, the calibration decides) */
+  ops_device_info info;
+  info.struct_size = sizeof info;
+  OPST_OK(ops_handle_get_device_info(h, &info));
+  ops_handle described = NULL;
+  OPST_OK(ops_handle_create_virtual(&described, &info));
+  ops_explain ev;
+  ev.struct_size = sizeof ev;
+  OPST_OK(ops_rmsnorm_explain(described, NULL, &x, &w, &x, &ev));
+  assert_string_equal(e.verdicts[e.chosen].kernel_name, ev.verdicts[ev.chosen].kernel_name);
+  assert_true(strncmp(e.verdicts[e.chosen].kernel_name, "cuda_rmsnorm_", 13) == 0);
+  OPST_OK(ops_handle_destroy(described));
   char text[4096];
   ops_explain_to_text(&e, text, sizeof text);
   assert_non_null(strstr(text, "on cuda sm_"));

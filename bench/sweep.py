@@ -552,6 +552,13 @@ def reestimate(result, opslib, sm):
 
 
 def git_commit():
+    """The measured library's commit: the GPU bundle's BUILD_INFO beside this script (the
+    device's checkout may be another commit), else git, else OPSLIB_COMMIT."""
+    info = os.path.join(HERE, "BUILD_INFO")
+    if os.path.exists(info):
+        m = re.search(r"commit=(\S+)", open(info).read())
+        if m:
+            return m.group(1)
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=HERE, check=True).stdout.strip()

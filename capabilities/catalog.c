@@ -1,6 +1,7 @@
 /* The op id -> rows index (O(1)) and the flat list of every row. */
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "capabilities/rows.h"
 #include "opslib/ops.h"
@@ -80,4 +81,13 @@ const opsi_kernel_row *const *opsi_all_rows(size_t *count) {
   pthread_once(&g_all_once, build_all);
   *count = g_all_count;
   return g_all;
+}
+
+const opsi_kernel_row *opsi_row_named(const char *name) {
+  size_t n = 0;
+  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(rows[i]->name, name) == 0) return rows[i];
+  }
+  return NULL;
 }

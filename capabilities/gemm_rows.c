@@ -86,38 +86,22 @@ static const char *sm90_plan(const opsi_problem *p) {
       .workspace_formula = "0", .launch = LAUNCH, .tests = OPSI_GPU_TESTS,                                   \
   }
 
+/* The CPU kernels: the reference's arithmetic in one of two loop orders. */
+#define GEMM_CPU_ROW(ID, NAME, TESTS, ORDER, LAUNCH)                                                         \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .tests = TESTS, .workspace_formula = "0", .op = OPS_OP_GEMM,                   \
+      OPSI_CPU_ROW_COMMON, .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,                   \
+      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_STRIDED | OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,        \
+      .fuses = GEMM_EPILOGUE, .reduction_order = ORDER, .launch = LAUNCH,                                     \
+  }
+
 const opsi_kernel_row opsi_gemm_rows[] = {
-    {
-        .id = OPSI_KERNEL_CPU_GEMM,
-        .name = "cpu_gemm_ref",
-        .tests = "//tests/kernels:gemm_test //tests/errors:gemm_errors_test",
-        .workspace_formula = "0",
-        .op = OPS_OP_GEMM,
-        OPSI_CPU_ROW_COMMON,
-        .out_dtypes = OPSI_FLOAT_DTYPES,
-        .variants = OPSI_ALL_VARIANTS,
-        .flags = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C | OPSI_F_BATCHED | OPSI_F_STRIDED |
-                 OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
-        .fuses = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C,
-        .reduction_order = "per output: double-precision dot product over K in index order",
-        .launch = opsi_gemm_cpu,
-    },
-    {
-        .id = OPSI_KERNEL_CPU_GEMM_PANEL,
-        .name = "cpu_gemm_panel",
-        .tests = "//tests/kernels:gemm_test //tests/dispatch:autotune_test",
-        .workspace_formula = "0",
-        .op = OPS_OP_GEMM,
-        OPSI_CPU_ROW_COMMON,
-        .out_dtypes = OPSI_FLOAT_DTYPES,
-        .variants = OPSI_ALL_VARIANTS,
-        .flags = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C | OPSI_F_BATCHED | OPSI_F_STRIDED |
-                 OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
-        .fuses = OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C,
-        .reduction_order = "per output: double-precision sum over K in index order (the reference's), "
-                           "accumulated for a panel of 64 columns of a row at once",
-        .launch = opsi_gemm_cpu_panel,
-    },
+    GEMM_CPU_ROW(OPSI_KERNEL_CPU_GEMM, "cpu_gemm_ref", "//tests/kernels:gemm_test //tests/errors:gemm_errors_test",
+                 "per output: double-precision dot product over K in index order", opsi_gemm_cpu),
+    GEMM_CPU_ROW(OPSI_KERNEL_CPU_GEMM_PANEL, "cpu_gemm_panel", "//tests/kernels:gemm_test //tests/dispatch:autotune_test",
+                 "per output: double-precision sum over K in index order (the reference's), accumulated for a "
+                 "panel of 64 columns of a row at once",
+                 opsi_gemm_cpu_panel),
     SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, "cuda_gemm_sm90_128x256", 256, 4, SM90_COOP_TEXT(256), 0.80f,
              opsi_gemm_cuda_sm90_128x256),
     SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, "cuda_gemm_sm90_128x128", 128, 6, SM90_COOP_TEXT(128), 0.76f,

@@ -114,4 +114,7 @@ const opsi_kernel_row *opsi_rows_for_op(int32_t op, size_t *count);
 /* Every row of every op, for listing and consistency checks. */
 const opsi_kernel_row *const *opsi_all_rows(size_t *count);
 
+/* The row of that name (as `opsctl list` prints it), or NULL. */
+const opsi_kernel_row *opsi_row_named(const char *name);
+
 #endif /* OPSLIB_CAPABILITIES_ROWS_H_ */

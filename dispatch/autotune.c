@@ -142,15 +142,6 @@ static uint64_t kernel_set_hash(void) {
   return h;
 }
 
-static const opsi_kernel_row *row_named(const char *name) {
-  size_t n = 0;
-  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
-  for (size_t i = 0; i < n; ++i) {
-    if (strcmp(rows[i]->name, name) == 0) return rows[i];
-  }
-  return NULL;
-}
-
 static const char *row_name(int32_t id) {
   size_t n = 0;
   const opsi_kernel_row *const *rows = opsi_all_rows(&n);
@@ -214,7 +205,7 @@ static int parse_entry(char *line, opsi_tune_entry *e) {
   }
   opsi_problem p;
   memcpy(&p, e->key, sizeof p);
-  const opsi_kernel_row *chosen = (tok = strtok_r(NULL, " ", &save)) != NULL ? row_named(tok) : NULL;
+  const opsi_kernel_row *chosen = (tok = strtok_r(NULL, " ", &save)) != NULL ? opsi_row_named(tok) : NULL;
   if (chosen == NULL || chosen->op != p.op) return 0;
   e->kernel_id = chosen->id;
   const char *count = strtok_r(NULL, " ", &save);
@@ -223,7 +214,7 @@ static int parse_entry(char *line, opsi_tune_entry *e) {
   int has_chosen = 0;
   for (int i = 0; i < e->count; ++i) {
     const char *name = strtok_r(NULL, " ", &save), *us = strtok_r(NULL, " ", &save);
-    const opsi_kernel_row *r = name != NULL ? row_named(name) : NULL;
+    const opsi_kernel_row *r = name != NULL ? opsi_row_named(name) : NULL;
     char *end = NULL;
     e->us[i] = us != NULL ? strtod(us, &end) : -1.0;
     if (r == NULL || r->op != p.op || end == us || !(e->us[i] > 0.0) || !isfinite(e->us[i])) return 0;

@@ -97,13 +97,10 @@ ops_status ops_kernel_info_by_name(const char *name, ops_kernel_info *out) {
   opsi_clear_error();
   OPSI_TRY(check_out("ops_kernel_info_by_name", out));
   if (name == NULL) return opsi_fail(OPS_ERR_NULL_POINTER, "ops_kernel_info_by_name: name is NULL");
-  size_t n = 0;
-  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
-  for (size_t i = 0; i < n; ++i) {
-    if (strcmp(rows[i]->name, name) == 0) {
-      fill(rows[i], out);
-      return OPS_OK;
-    }
+  const opsi_kernel_row *r = opsi_row_named(name);
+  if (r != NULL) {
+    fill(r, out);
+    return OPS_OK;
   }
   return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_kernel_info_by_name: name: expected a kernel of this build, got '%s'",
                    name);

@@ -14,21 +14,12 @@
 #include "runtime/handle_internal.h"
 #include "runtime/profiler.h"
 
-static const opsi_kernel_row *row_named(const char *name) {
-  size_t n = 0;
-  const opsi_kernel_row *const *rows = opsi_all_rows(&n);
-  for (size_t i = 0; i < n; ++i) {
-    if (strcmp(rows[i]->name, name) == 0) return rows[i];
-  }
-  return NULL;
-}
-
 static ops_status pin_one(ops_handle h, const char *fn, const char *name, size_t len) {
   char buf[128];
   if (len >= sizeof buf) len = sizeof buf - 1;
   memcpy(buf, name, len);
   buf[len] = '\0';
-  const opsi_kernel_row *r = row_named(buf);
+  const opsi_kernel_row *r = opsi_row_named(buf);
   if (r == NULL) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
                      "%s: kernel_name: expected the name of a kernel of this build (see `opsctl list`), got '%s'",

@@ -49,7 +49,7 @@ static void plan_cache_miss(opsb_state *s, const void *arg) {
   const opsi_problem p = sdpa_problem();
   const opsi_vctx v = {"bench", g_h, OPSI_RUN, NULL, NULL};
   int64_t chosen = 0;
-  while (opsb_keep_running(s)) chosen += opsi_evaluate(&v, &p, NULL, NULL, NULL) != NULL;
+  while (opsb_keep_running(s)) chosen += opsi_evaluate(&v, &p, NULL, NULL) != NULL;
   if (chosen != opsb_iterations(s)) opsb_skip(s, "no kernel chosen");
 }
 

@@ -56,12 +56,23 @@ static int32_t pinned_for(const opsi_vctx *v, int32_t op) {
   return op > 0 && op < OPSI_OP_SLOTS ? v->handle->pinned[op] : 0;
 }
 
-const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts, int *count,
-                                     double *est_us) {
+/* One row's verdict for p: the handle's pin, then the rules (why not into msg); an eligible
+ * row's cost into *c. */
+static ops_reason judge(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *row, char *msg,
+                        size_t len, opsi_cost *c) {
+  const int32_t pinned = pinned_for(v, p->op);
+  if (pinned != 0 && row->id != pinned) {
+    snprintf(msg, len, "kernel id %d is pinned for this op (ops_handle_pin_kernel / OPSLIB_FORCE_KERNEL)", pinned);
+    return OPS_REASON_NOT_PINNED;
+  }
+  const ops_reason r = opsi_rules_check(p, row, &v->handle->info, msg, len);
+  if (r == OPS_REASON_ELIGIBLE) opsi_estimate(p, row, &v->handle->info, c);
+  return r;
+}
+
+const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts, int *count) {
   size_t n = 0;
   const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &n);
-  const ops_device_info *dev = &v->handle->info;
-  const int32_t pinned = pinned_for(v, p->op);
   const opsi_kernel_row *best = NULL;
   double best_us = INFINITY;
   char scratch[192];
@@ -70,18 +81,10 @@ const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, 
     ops_verdict *out = verdicts != NULL && k < OPS_EXPLAIN_MAX_CANDIDATES ? &verdicts[k++] : NULL;
     char *msg = out != NULL ? out->message : scratch;
     const size_t len = out != NULL ? sizeof out->message : sizeof scratch;
-    ops_reason r;
-    if (pinned != 0 && rows[i].id != pinned) {
-      r = OPS_REASON_NOT_PINNED;
-      snprintf(msg, len, "kernel id %d is pinned for this op (ops_handle_pin_kernel / OPSLIB_FORCE_KERNEL)", pinned);
-    } else {
-      r = opsi_rules_check(p, &rows[i], dev, msg, len);
-    }
-    double us = 0.0;
+    opsi_cost c;
+    const ops_reason r = judge(v, p, &rows[i], msg, len, &c);
+    const double us = r == OPS_REASON_ELIGIBLE ? c.us : 0.0;
     if (r == OPS_REASON_ELIGIBLE) {
-      opsi_cost c;
-      opsi_estimate(p, &rows[i], dev, &c);
-      us = c.us;
       if (out != NULL) opsi_format_cost(&c, msg, len);
       if (us < best_us) {
         best_us = us;
@@ -96,14 +99,13 @@ const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, 
     }
   }
   if (count != NULL) *count = k;
-  if (est_us != NULL) *est_us = best_us;
   return best;
 }
 
 static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
   ops_verdict verdicts[OPS_EXPLAIN_MAX_CANDIDATES];
   int count = 0;
-  opsi_evaluate(v, p, verdicts, &count, NULL);
+  opsi_evaluate(v, p, verdicts, &count);
   char where[96];
   if (p->backend == OPS_DEVICE_CUDA) {
     snprintf(where, sizeof where, "cuda:%d (sm_%d, running sm_%d code)", (int)v->handle->device.ordinal,
@@ -119,26 +121,28 @@ static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
   return OPS_ERR_UNSUPPORTED;
 }
 
+/* Inserts row (estimate us) into ranked[0..*k), cheapest first; an equal estimate goes after
+ * the rows already there (table order). */
+static void insert_ranked(const opsi_kernel_row **ranked, double *est, int *k, const opsi_kernel_row *row, double us) {
+  int at = (*k)++;
+  for (; at > 0 && est[at - 1] > us; --at) {
+    est[at] = est[at - 1];
+    ranked[at] = ranked[at - 1];
+  }
+  est[at] = us;
+  ranked[at] = row;
+}
+
 /* The eligible rows of p, cheapest estimate first (ties in table order): their count. */
 static int rank(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row **ranked) {
   size_t n = 0;
   const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &n);
-  const int32_t pinned = pinned_for(v, p->op);
   double est[OPS_EXPLAIN_MAX_CANDIDATES];
   char msg[192];
   int k = 0;
   for (size_t i = 0; i < n && k < OPS_EXPLAIN_MAX_CANDIDATES; ++i) {
-    if (pinned != 0 && rows[i].id != pinned) continue;
-    if (opsi_rules_check(p, &rows[i], &v->handle->info, msg, sizeof msg) != OPS_REASON_ELIGIBLE) continue;
     opsi_cost c;
-    opsi_estimate(p, &rows[i], &v->handle->info, &c);
-    int at = k++;
-    for (; at > 0 && est[at - 1] > c.us; --at) {
-      est[at] = est[at - 1];
-      ranked[at] = ranked[at - 1];
-    }
-    est[at] = c.us;
-    ranked[at] = &rows[i];
+    if (judge(v, p, &rows[i], msg, sizeof msg, &c) == OPS_REASON_ELIGIBLE) insert_ranked(ranked, est, &k, &rows[i], c.us);
   }
   return k;
 }
@@ -151,18 +155,26 @@ static void cache_put(const opsi_vctx *v, const opsi_problem *p, const opsi_kern
   opsi_plan_cache_put(&v->handle->cache, (const uint64_t *)(const void *)p, KEY_WORDS, value);
 }
 
-/* The row of p's measured choice when it is among ranked[0..n), else NULL. */
-static const opsi_kernel_row *tuned_row(const opsi_vctx *v, const opsi_problem *p,
-                                        const opsi_kernel_row *const *ranked, int n, int32_t *source) {
-  opsi_tune_entry e;
-  if (!opsi_tune_lookup(v->handle, p, &e)) return NULL;
-  for (int i = 0; i < n; ++i) {
-    if (ranked[i]->id == e.kernel_id) {
-      *source = e.source;
+/* The decision among the eligible rows ranked[0..n) (n >= 1), for runs and explain alike:
+ * the pinned row; else the shape bucket's measured choice where it is eligible; else the
+ * cheapest estimate. *choice says which (ops_choice); *found: the bucket has a measured
+ * entry, copied into *t (it may name a kernel not eligible here). */
+static const opsi_kernel_row *decide(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *const *ranked,
+                                     int n, int32_t *choice, opsi_tune_entry *t, int *found) {
+  *found = 0;
+  if (pinned_for(v, p->op) != 0) {
+    *choice = OPS_CHOICE_PINNED;
+    return ranked[0];
+  }
+  *choice = OPS_CHOICE_MODEL;
+  *found = opsi_tune_lookup(v->handle, p, t);
+  for (int i = 0; *found && i < n; ++i) {
+    if (ranked[i]->id == t->kernel_id) {
+      *choice = t->source;
       return ranked[i];
     }
   }
-  return NULL;
+  return ranked[0];
 }
 
 /* The chosen row, from the plan cache or a full evaluation (then cached), with how it was
@@ -181,13 +193,10 @@ static const opsi_kernel_row *choose(const opsi_vctx *v, const opsi_problem *p, 
   const opsi_kernel_row *ranked[OPS_EXPLAIN_MAX_CANDIDATES];
   const int n = rank(v, p, ranked);
   if (n == 0) return NULL;
-  const opsi_kernel_row *row = ranked[0];
-  *choice = pinned_for(v, p->op) != 0 ? OPS_CHOICE_PINNED : OPS_CHOICE_MODEL;
-  if (*choice == OPS_CHOICE_MODEL) {
-    const opsi_kernel_row *tuned = tuned_row(v, p, ranked, n, choice);
-    if (tuned != NULL) row = tuned;
-    else *pending = n >= 2 && v->handle->autotune == OPS_AUTOTUNE_MEASURE;
-  }
+  opsi_tune_entry t;
+  int found = 0;
+  const opsi_kernel_row *row = decide(v, p, ranked, n, choice, &t, &found);
+  *pending = *choice == OPS_CHOICE_MODEL && n >= 2 && v->handle->autotune == OPS_AUTOTUNE_MEASURE;
   cache_put(v, p, row, (uint64_t)*choice | (*pending ? PENDING : 0));
   return row;
 }
@@ -196,30 +205,15 @@ static size_t row_workspace(const opsi_kernel_row *row, const opsi_problem *p) {
   return row->workspace != NULL ? row->workspace(p) : 0;
 }
 
-/* explain's account of how the choice is made: measured, pinned, or the model and why. */
-static void explain_choice(const opsi_vctx *v, const opsi_problem *p, ops_explain *e) {
-  const int full = e->struct_size >= sizeof(ops_explain);
+/* explain's account of how the choice was made (the fields after the first layout): each
+ * eligible candidate's launch plan, the measured times, and the choice in words. */
+static void explain_choice(const opsi_vctx *v, const opsi_problem *p, ops_explain *e, int eligible,
+                           const opsi_tune_entry *t) {
   size_t nrows = 0;
   const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &nrows);
-  int eligible = 0;
   for (int i = 0; i < e->count; ++i) {
-    if (e->verdicts[i].reason != OPS_REASON_ELIGIBLE) continue;
-    ++eligible;
-    if (full && rows[i].plan != NULL) e->plan[i] = rows[i].plan(p);
+    if (e->verdicts[i].reason == OPS_REASON_ELIGIBLE && rows[i].plan != NULL) e->plan[i] = rows[i].plan(p);
   }
-  int32_t choice = pinned_for(v, p->op) != 0 ? OPS_CHOICE_PINNED : OPS_CHOICE_MODEL;
-  opsi_tune_entry t;
-  const int tuned = choice == OPS_CHOICE_MODEL && e->chosen >= 0 && opsi_tune_lookup(v->handle, p, &t);
-  int applies = 0;
-  for (int i = 0; tuned && i < e->count; ++i) {
-    if (e->verdicts[i].kernel_id == t.kernel_id && e->verdicts[i].reason == OPS_REASON_ELIGIBLE) {
-      e->chosen = i;
-      choice = t.source;
-      applies = 1;
-    }
-  }
-  if (!full) return;
-  e->choice = choice;
   size_t used = 0;
   char *note = e->choice_note;
   const size_t n = sizeof e->choice_note;
@@ -227,21 +221,21 @@ static void explain_choice(const opsi_vctx *v, const opsi_problem *p, ops_explai
   do {                                                                           \
     if (used < n) used += (size_t)snprintf(note + used, n - used, __VA_ARGS__); \
   } while (0)
-  if (applies) {
-    NOTE("%s:", choice == OPS_CHOICE_MEASURED ? "timed on this handle" : "timed earlier (tune cache)");
-    for (int k = 0; k < t.count; ++k) {
+  if (e->choice == OPS_CHOICE_MEASURED || e->choice == OPS_CHOICE_TUNE_CACHE) {
+    NOTE("%s:", e->choice == OPS_CHOICE_MEASURED ? "timed on this handle" : "timed earlier (tune cache)");
+    for (int k = 0; k < t->count; ++k) {
       for (int i = 0; i < e->count; ++i) {
-        if (e->verdicts[i].kernel_id != t.ids[k]) continue;
-        e->measured_us[i] = t.us[k];
+        if (e->verdicts[i].kernel_id != t->ids[k]) continue;
+        e->measured_us[i] = t->us[k];
         ++e->measured;
-        NOTE(" %s %.2f us%s", e->verdicts[i].kernel_name, t.us[k], k + 1 < t.count ? "," : "");
+        NOTE(" %s %.2f us%s", e->verdicts[i].kernel_name, t->us[k], k + 1 < t->count ? "," : "");
       }
     }
-  } else if (choice == OPS_CHOICE_PINNED) {
+  } else if (e->choice == OPS_CHOICE_PINNED) {
     NOTE("pinned (ops_handle_pin_kernel / OPSLIB_FORCE_KERNEL)");
   } else if (e->chosen >= 0) {
     const char *blocker = opsi_tune_blocker(v, eligible);
-    if (tuned) NOTE("the measured choice of this shape bucket is not eligible here; ");
+    if (t != NULL) NOTE("the measured choice of this shape bucket is not eligible here; ");
     if (blocker != NULL) {
       NOTE("the cost model's lowest estimate: %s", blocker);
     } else {
@@ -261,13 +255,28 @@ static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) 
   e->empty = empty;
   opsi_describe_problem(p, e->problem, sizeof e->problem);
   int count = 0;
-  const opsi_kernel_row *row = opsi_evaluate(v, p, e->verdicts, &count, NULL);
+  opsi_evaluate(v, p, e->verdicts, &count);
   e->count = count;
   e->chosen = -1;
-  for (int i = 0; row != NULL && i < count; ++i) {
-    if (e->verdicts[i].kernel_id == row->id) e->chosen = i;
+  /* the run's decision, over the eligible verdicts ranked by their estimates (verdict i is
+   * row i of the op) */
+  size_t nrows = 0;
+  const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &nrows);
+  const opsi_kernel_row *ranked[OPS_EXPLAIN_MAX_CANDIDATES];
+  double est[OPS_EXPLAIN_MAX_CANDIDATES];
+  int n = 0;
+  for (int i = 0; i < count; ++i) {
+    if (e->verdicts[i].reason == OPS_REASON_ELIGIBLE) insert_ranked(ranked, est, &n, &rows[i], e->verdicts[i].est_us);
   }
-  explain_choice(v, p, e);
+  if (n == 0) return OPS_OK;
+  int32_t choice = OPS_CHOICE_MODEL;
+  opsi_tune_entry t;
+  int found = 0;
+  const opsi_kernel_row *row = decide(v, p, ranked, n, &choice, &t, &found);
+  e->chosen = (int32_t)(row - rows);
+  if (size < sizeof(ops_explain)) return OPS_OK; /* the first layout has no room for the rest */
+  e->choice = choice;
+  explain_choice(v, p, e, n, found ? &t : NULL);
   return OPS_OK;
 }
 
@@ -321,7 +330,7 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
   if (row == NULL) {
     return unsupported(v, p);
   }
-  const int tune = pending && opsi_tune_blocker(v, 2) == NULL;
+  const int tune = pending && opsi_tune_blocker(v, 2) == NULL; /* pending: two or more eligible */
   const opsi_kernel_row *ranked[OPS_EXPLAIN_MAX_CANDIDATES];
   const int n = tune ? rank(v, p, ranked) : 0;
   if (v->mode == OPSI_QUERY_WORKSPACE) {

@@ -27,11 +27,11 @@ void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t);
 void opsi_problem_add_base_align(opsi_problem *p, const ops_tensor *t);
 
 /* Evaluates every candidate row of p's op: the rules (or the handle's pin), then the cost
- * model over the eligible rows. Fills verdicts[0..*count) when verdicts is not NULL, the
- * winner's estimate into *est_us when not NULL, and returns the winner (the cheapest
- * eligible row, the earliest on a tie), or NULL when none is eligible. */
+ * model over the eligible rows. Fills verdicts[0..*count) when verdicts is not NULL and
+ * returns the cheapest eligible row (the earliest on a tie), or NULL when none is eligible.
+ * A measured choice (autotune.h) may override it: dispatch.c's decide() makes the choice. */
 const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts,
-                                     int *count, double *est_us);
+                                     int *count);
 
 /* The tail of every entry point. `empty`: the outputs have no elements (nothing runs).
  *   OPSI_RUN:             choose (OPS_ERR_UNSUPPORTED with each candidate's reason if none),

@@ -175,11 +175,20 @@ static char *read_all(const char *path, size_t *len, int *missing) {
     *missing = errno == ENOENT;
     return NULL;
   }
-  char *buf = (char *)malloc(MAX_FILE_BYTES + 1);
-  size_t n = buf != NULL ? fread(buf, 1, MAX_FILE_BYTES + 1, f) : 0;
+  /* a buffer that grows with the file (read at every save), until past MAX_FILE_BYTES */
+  size_t cap = 1 << 16, n = 0;
+  char *buf = (char *)malloc(cap + 1);
+  while (buf != NULL) {
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap || cap > MAX_FILE_BYTES) break; /* the end (or an error), or too large */
+    char *grown = (char *)realloc(buf, 2 * cap + 1);
+    if (grown == NULL) free(buf);
+    buf = grown;
+    cap *= 2;
+  }
   fclose(f);
   if (buf == NULL) return NULL;
-  buf[n <= MAX_FILE_BYTES ? n : MAX_FILE_BYTES] = '\0';
+  buf[n] = '\0';
   *len = n;
   return buf;
 }

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/error.h"
 #include "runtime/handle_internal.h"
+#include "runtime/timing.h"
 
 #define RING 64
 #define PROBLEM_BYTES 256
@@ -30,12 +30,6 @@ struct opsi_profiler {
   int head, count;
   pending ring[RING];
 };
-
-static double host_us(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static void finish_rates(ops_profile_record *r) {
   r->gbps = r->time_us > 0 ? r->bytes / (r->time_us * 1e3) : 0.0;
@@ -75,7 +69,7 @@ int opsi_profile_begin(ops_handle h, opsi_profile_token *tok) {
   struct opsi_profiler *p = h->profiler;
   if (p == NULL) return 0;
   if (!p->cuda) {
-    tok->host_start = host_us();
+    tok->host_start = opsi_host_us();
     return 1;
   }
   static _Thread_local pending done[RING];
@@ -102,7 +96,7 @@ void opsi_profile_end(ops_handle h, const opsi_profile_token *tok, const ops_pro
     pending e;
     e.rec = *rec;
     snprintf(e.problem, sizeof e.problem, "%s", rec->problem ? rec->problem : "");
-    e.rec.time_us = host_us() - tok->host_start;
+    e.rec.time_us = opsi_host_us() - tok->host_start;
     finish_rates(&e.rec);
     deliver(p, &e, 1);
     return;

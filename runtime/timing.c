@@ -9,7 +9,7 @@
 #include "runtime/error.h"
 #include "runtime/handle_internal.h"
 
-static double host_us(void) {
+double opsi_host_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
@@ -24,9 +24,9 @@ static ops_status time_host(opsi_timed_fn fn, void *arg, int trials, int reps, d
   OPSI_TRY(fn(arg));
   double best = INFINITY;
   for (int t = 0; t < trials; ++t) {
-    const double t0 = host_us();
+    const double t0 = opsi_host_us();
     OPSI_TRY(run_n(fn, arg, reps));
-    const double us = (host_us() - t0) / reps;
+    const double us = (opsi_host_us() - t0) / reps;
     if (us < best) best = us;
   }
   *best_us = best;

@@ -8,6 +8,9 @@
 
 #include "opslib/handle.h"
 
+/* The host's monotonic clock, in microseconds (for durations). */
+double opsi_host_us(void);
+
 typedef ops_status (*opsi_timed_fn)(void *arg);
 
 /* Runs fn(arg) once untimed, then `trials` times `reps` back-to-back runs, timing each trial

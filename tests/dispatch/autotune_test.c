@@ -60,6 +60,22 @@ static const char *capture_end(void) {
   return g_capture;
 }
 
+/* A CPU handle with autotune on. */
+static ops_handle tuning_handle(void) {
+  ops_handle h = opst_cpu_handle();
+  OPST_OK(ops_handle_set_autotune(h, OPS_AUTOTUNE_MEASURE));
+  return h;
+}
+
+/* Attaches path to h as its tune cache; returns what that printed on stderr. */
+static const char *attach(ops_handle h, const char *path) {
+  capture_begin();
+  const ops_status st = ops_handle_set_tune_cache(h, path);
+  const char *err = capture_end();
+  OPST_OK(st);
+  return err;
+}
+
 static int count_lines(const char *s) {
   int n = 0;
   for (; *s; ++s) n += *s == '\n';
@@ -196,8 +212,7 @@ static void off_by_default_the_model_decides(void **state) {
 
 static void the_first_run_times_both_and_keeps_the_faster(void **state) {
   (void)state;
-  ops_handle h = opst_cpu_handle();
-  OPST_OK(ops_handle_set_autotune(h, OPS_AUTOTUNE_MEASURE));
+  ops_handle h = tuning_handle();
   seen s;
   memset(&s, 0, sizeof s);
   OPST_OK(ops_handle_set_profiler(h, on_record, &s));
@@ -255,8 +270,7 @@ static void the_first_run_times_both_and_keeps_the_faster(void **state) {
 /* D = A B + D in place: a timed repeat would add A B more than once. */
 static void in_place_pinned_and_single_candidate_calls_are_not_timed(void **state) {
   (void)state;
-  ops_handle h = opst_cpu_handle();
-  OPST_OK(ops_handle_set_autotune(h, OPS_AUTOTUNE_MEASURE));
+  ops_handle h = tuning_handle();
   gemm_call g;
   gemm_make(&g, 24, 96, 64);
   for (int i = 0; i < 24 * 96; ++i) g.d[i] = (float)opst_uniform(&g_rng, -1, 1);
@@ -307,11 +321,8 @@ static void the_tune_cache_carries_choices_across_handles(void **state) {
   char path[300];
   path_in_dir(path, sizeof path, "carry.tune");
   remove(path);
-  ops_handle a = opst_cpu_handle();
-  OPST_OK(ops_handle_set_autotune(a, OPS_AUTOTUNE_MEASURE));
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(a, path));
-  const char *err = capture_end();
+  ops_handle a = tuning_handle();
+  const char *err = attach(a, path);
   assert_int_equal(count_lines(err), 1);
   assert_non_null(strstr(err, "not found"));
   assert_non_null(strstr(err, path));
@@ -328,9 +339,7 @@ static void the_tune_cache_carries_choices_across_handles(void **state) {
   free(text);
 
   ops_handle b = opst_cpu_handle(); /* autotune off: the file's choices still apply */
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(b, path));
-  assert_string_equal(capture_end(), "");
+  assert_string_equal(attach(b, path), "");
   ops_explain eb;
   gemm_explain(b, &g, &eb);
   assert_int_equal(eb.choice, OPS_CHOICE_TUNE_CACHE);
@@ -379,10 +388,7 @@ static void the_tune_cache_carries_choices_across_handles(void **state) {
 static void expect_ignored(const char *path, const char *text, size_t len, const char *why, gemm_call *g) {
   write_text(path, text, len);
   ops_handle h = opst_cpu_handle();
-  capture_begin();
-  const ops_status st = ops_handle_set_tune_cache(h, path);
-  const char *err = capture_end();
-  OPST_OK(st);
+  const char *err = attach(h, path);
   if (count_lines(err) != 1 || strstr(err, why) == NULL || strstr(err, path) == NULL) {
     print_error("expected one line naming %s and '%s', got '%s'\n", path, why, err);
     fail();
@@ -402,11 +408,8 @@ static void bad_files_are_ignored_with_one_line(void **state) {
   remove(good_path);
   gemm_call g;
   gemm_make(&g, 12, 80, 70);
-  ops_handle w = opst_cpu_handle();
-  OPST_OK(ops_handle_set_autotune(w, OPS_AUTOTUNE_MEASURE));
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(w, good_path));
-  capture_end();
+  ops_handle w = tuning_handle();
+  attach(w, good_path);
   OPST_OK(ops_gemm(w, NULL, &g.ta, &g.tb, &g.td, NULL, 0));
   ops_handle_destroy(w);
   size_t len = 0;
@@ -443,25 +446,19 @@ static void bad_files_are_ignored_with_one_line(void **state) {
 
   /* an ignored file is replaced by the next write, and then reads back */
   write_text(path, "garbage\n", 8);
-  ops_handle h = opst_cpu_handle();
-  OPST_OK(ops_handle_set_autotune(h, OPS_AUTOTUNE_MEASURE));
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(h, path));
-  capture_end();
+  ops_handle h = tuning_handle();
+  attach(h, path);
   OPST_OK(ops_gemm(h, NULL, &g.ta, &g.tb, &g.td, NULL, 0));
   OPST_OK(ops_handle_save_tune_cache(h));
   ops_handle r = opst_cpu_handle();
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(r, path));
-  assert_string_equal(capture_end(), "");
+  assert_string_equal(attach(r, path), "");
   ops_explain e;
   gemm_explain(r, &g, &e);
   assert_int_equal(e.choice, OPS_CHOICE_TUNE_CACHE);
 
   /* a file that cannot be written is an error of the save, and only a line after a run */
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(h, "/nonexistent-opslib-dir/x.tune"));
-  assert_non_null(strstr(capture_end(), "/nonexistent-opslib-dir/x.tune: not found; ignoring it"));
+  assert_non_null(strstr(attach(h, "/nonexistent-opslib-dir/x.tune"),
+                         "/nonexistent-opslib-dir/x.tune: not found; ignoring it"));
   assert_int_equal(ops_handle_save_tune_cache(h), OPS_ERR_IO);
   assert_non_null(strstr(ops_last_error(), "ops_handle_save_tune_cache: tune cache /nonexistent-opslib-dir/x.tune: "
                                            "cannot be written"));
@@ -510,8 +507,7 @@ static void concurrent_writers_leave_a_valid_file(void **state) {
   for (int t = 0; t < WRITERS; ++t) {
     w[t].path = path;
     w[t].index = t;
-    w[t].h = opst_cpu_handle();
-    OPST_OK(ops_handle_set_autotune(w[t].h, OPS_AUTOTUNE_MEASURE));
+    w[t].h = tuning_handle();
     OPST_OK(ops_handle_set_tune_cache(w[t].h, path));
   }
   for (int t = 0; t < WRITERS; ++t) assert_int_equal(pthread_create(&th[t], NULL, write_some, &w[t]), 0);
@@ -524,14 +520,10 @@ static void concurrent_writers_leave_a_valid_file(void **state) {
   /* whatever the interleaving, the file is whole; each save merges, so after one more save a
    * handle every writer's shapes are there */
   ops_handle r = opst_cpu_handle();
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(r, path));
-  assert_string_equal(capture_end(), "");
+  assert_string_equal(attach(r, path), "");
   for (int t = 0; t < WRITERS; ++t) OPST_OK(ops_handle_save_tune_cache(w[t].h));
   ops_handle f = opst_cpu_handle();
-  capture_begin();
-  OPST_OK(ops_handle_set_tune_cache(f, path));
-  assert_string_equal(capture_end(), "");
+  assert_string_equal(attach(f, path), "");
   for (int t = 0; t < WRITERS; ++t) {
     for (int s = 0; s < SHAPES; ++s) {
       gemm_call g;

@@ -53,6 +53,8 @@ static void records_carry_the_ops_own_counts(void **state) {
   assert_true(g_last.time_us > 0);
   assert_true(g_last.gbps > 0 && g_last.tflops > 0);
   assert_int_equal(g_last.grid[0], 0); /* no grid on the CPU */
+  assert_int_equal(g_last.choice, OPS_CHOICE_MODEL);
+  assert_null(g_last.launch_plan); /* a CPU kernel runs one way */
   assert_non_null(strstr(g_problem, "gemm f32 -> f32 on cpu: batch=1 m=48 n=40 k=32"));
   /* Failed calls and empty calls run nothing, so they record nothing. */
   assert_int_equal(ops_gemm(h, NULL, &ta, &ta, &td, NULL, 0), OPS_ERR_SHAPE_MISMATCH);
@@ -106,6 +108,8 @@ static void opslib_profile_writes_json_lines(void **state) {
     assert_non_null(strstr(line, kernels[lines]));
     assert_non_null(strstr(line, "\"time_us\":"));
     assert_non_null(strstr(line, "\"gbps\":"));
+    assert_non_null(strstr(line, "\"choice\":\"model\""));
+    assert_null(strstr(line, "\"plan\":")); /* written only for kernels with launch variants */
     ++lines;
   }
   fclose(f);

@@ -1,0 +1,251 @@
+/* gpu_ops_test: attention against the CPU reference (tests/support/gpu_call.h). */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "opslib/opslib.h"
+#include "tests/gpu/cuda_check.h"
+#include "tests/gpu/gpu_ops.h"
+#include "tests/support/gpu_call.h"
+#include "tests/support/opst.h"
+
+/* ---- attention ----------------------------------------------------------------------- */
+
+static ops_status run_sdpa(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
+  /* tensors: 0 q, 1 k, 2 v, optional 3 mask, 4 cu_seqlens_q, 5 cu_seqlens_k, then 6 o, optional 7 lse */
+  ops_sdpa_params p = c->sdpa;
+  p.attn_mask = c->has[3] ? &c->v[3] : NULL;
+  p.cu_seqlens_q = c->has[4] ? &c->v[4] : NULL;
+  p.cu_seqlens_k = c->has[5] ? &c->v[5] : NULL;
+  const ops_tensor *lse = c->has[7] ? &c->v[7] : NULL;
+  if (ex) return ops_sdpa_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, ex);
+  return q ? ops_sdpa_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, q)
+           : ops_sdpa(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, ws, wsb);
+}
+
+/* A [B, S, H, D] operand (varlen: [T, H, D]) in one of the layouts attention operands come
+ * in: 0 contiguous (BSHD), 1 BHSD memory through strides, 2 rows padded by 8 elements
+ * (16-byte aligned, not contiguous), 3 random strides, axis order and offset (element loads). */
+static void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, int layout) {
+  if (layout == 3) {
+    opst_alloc(t, &g_rng, dt, nd, shape, OPST_STRIDED);
+    return;
+  }
+  int64_t w[4];
+  memcpy(w, shape, (size_t)nd * sizeof *w);
+  const int s = nd - 3, hd = nd - 2; /* the S (or T) and H axes */
+  if (layout == 1) w[s] = shape[hd], w[hd] = shape[s];
+  if (layout == 2) w[nd - 1] = shape[nd - 1] + 8;
+  opst_alloc(t, &g_rng, dt, nd, w, OPST_CONTIGUOUS);
+  if (layout == 1) {
+    const int64_t ss = t->t.strides[hd];
+    t->t.strides[hd] = t->t.strides[s], t->t.strides[s] = ss;
+    t->t.shape[s] = shape[s], t->t.shape[hd] = shape[hd];
+  }
+  if (layout == 2) t->t.shape[nd - 1] = shape[nd - 1];
+}
+
+static const int64_t kSeq[] = {1, 2, 17, 63, 64, 100, 128, 129, 200, 255, 333};
+
+/* Q, K and V filled from [-1, 1) and added to the call as its first three inputs. */
+static void add_qkv(gcall *c, opst_tensor *q, opst_tensor *k, opst_tensor *v) {
+  opst_tensor *t[3] = {q, k, v};
+  for (int i = 0; i < 3; ++i) opst_fill_uniform(t[i], &g_rng, -1, 1);
+  for (int i = 0; i < 3; ++i) add_tensor(c, t[i], IN, -1);
+}
+
+/* One attention case. iter % 3 picks the head-dim class (<= 64, <= 128, <= 256) so that every
+ * head-dim kernel sees each feature; j = iter / 3 walks the features deterministically. */
+static void sdpa_case(int iter, int64_t big_seq) {
+  opst_rng *r = &g_rng;
+  const int cls = iter % 3, j = iter / 3;
+  static const int64_t kD[3][4] = {{64, 32, 40, 17}, {128, 96, 80, 72}, {256, 200, 160, 136}};
+  const int32_t dt = j % 2 == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
+  /* with a window or a value head dim of its own, head dims from the class's 16-byte multiples,
+   * so that the Hopper kernels see those features whatever the draws */
+  const int64_t d = j % 3 != 0 ? kD[cls][j % 2] : kD[cls][opst_int(r, 0, 3)];
+  const int64_t dv = j % 3 == 2 ? kD[cls][1 - j % 2] : d;
+  const int varlen = j % 4 == 2, with_mask = j % 4 == 1 || j % 8 == 4, with_lse = j % 3 != 0;
+  const int layout = j % 5 == 4 ? 3 : (int)(j % 3);
+  gcall c;
+  memset(&c, 0, sizeof c);
+  c.op = OPS_OP_SDPA;
+  c.run = run_sdpa;
+  ops_sdpa_params_init(&c.sdpa);
+  c.sdpa.causal = j % 2 == 1 || j % 8 == 6;
+  if (j % 3 == 1) { /* a sliding window; with causal its right side is the diagonal */
+    c.sdpa.window_left = (int32_t)opst_int(r, 0, 150);
+    c.sdpa.window_right = c.sdpa.causal ? (opst_chance(r, 0.5) ? 0 : -1) : (int32_t)opst_int(r, -1, 40);
+  }
+  if (opst_chance(r, 0.3)) c.sdpa.scale = (float)opst_uniform(r, 0.02, 0.3);
+  const int64_t hkv = big_seq > 0 ? 1 : opst_int(r, 1, 2);
+  const int64_t group = j % 2 == 0 && big_seq == 0 ? opst_int(r, 2, 4) : 1, hq = hkv * group;
+  int64_t batch = opst_int(r, 1, 2), sq = kSeq[opst_int(r, 0, 10)], sk = kSeq[opst_int(r, 0, 10)];
+  if (big_seq > 0) batch = 1, sq = big_seq, sk = big_seq - (iter % 2) * 3;
+  /* the CPU reference costs B Hq Sq Sk (D + Dv): keep a case under ~4e8 */
+  while (big_seq == 0 && (double)batch * hq * sq * sk * (double)(d + dv) > 4e8) sq = sq / 2 + 1;
+
+  opst_tensor tq, tk, tv, tm, tcq, tck, to, tl;
+  int64_t lens_q[4], lens_k[4], tot_q = 0, tot_k = 0, max_q = 0, max_k = 0;
+  if (varlen) {
+    batch = opst_int(r, 1, 4);
+    for (int64_t b = 0; b < batch; ++b) {
+      lens_q[b] = b == 1 ? 0 : opst_int(r, 0, sq); /* an empty sequence now and then */
+      lens_k[b] = big_seq < 0 ? 0 : c.sdpa.causal ? lens_q[b] + opst_int(r, 0, 40) : opst_int(r, 0, sk);
+      tot_q += lens_q[b], tot_k += lens_k[b];
+      if (lens_q[b] > max_q) max_q = lens_q[b];
+      if (lens_k[b] > max_k) max_k = lens_k[b];
+    }
+    c.sdpa.max_seqlen_q = (int32_t)(max_q + opst_int(r, 0, 3)); /* an upper bound, not always tight */
+    c.sdpa.max_seqlen_k = (int32_t)max_k;
+    const int64_t qs[3] = {tot_q, hq, d}, ks[3] = {tot_k, hkv, d}, vs[3] = {tot_k, hkv, dv}, os[3] = {tot_q, hq, dv};
+    alloc_seq(&tq, dt, 3, qs, layout);
+    alloc_seq(&tk, dt, 3, ks, layout);
+    alloc_seq(&tv, dt, 3, vs, layout);
+    alloc_seq(&to, dt, 3, os, layout % 3);
+  } else {
+    const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
+                  os[4] = {batch, sq, hq, dv};
+    alloc_seq(&tq, dt, 4, qs, layout);
+    alloc_seq(&tk, dt, 4, ks, layout);
+    alloc_seq(&tv, dt, 4, vs, layout);
+    alloc_seq(&to, dt, 4, os, layout % 3);
+  }
+  add_qkv(&c, &tq, &tk, &tv);
+  if (with_mask) { /* broadcast over batch and / or heads; some keys removed, now and then a whole row */
+    const int64_t ms[4] = {opst_chance(r, 0.5) ? batch : 1, opst_chance(r, 0.5) ? hq : 1, sq, sk};
+    opst_alloc(&tm, r, opst_chance(r, 0.5) ? OPS_DTYPE_F32 : dt, 4, ms, OPST_CONTIGUOUS);
+    opst_fill_uniform(&tm, r, -2, 2);
+    const int64_t n = opst_numel(&tm);
+    for (int64_t e = 0; e < n; ++e) {
+      if (opst_chance(r, 0.1) || (e / sk) % 7 == 3) opst_set_flat(&tm, e, -INFINITY);
+    }
+    add_tensor(&c, &tm, IN, -1);
+  } else {
+    add_absent(&c);
+  }
+  if (varlen) {
+    const int64_t n = batch + 1;
+    opst_alloc(&tcq, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+    opst_alloc(&tck, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+    int64_t aq = 0, ak = 0;
+    for (int64_t b = 0; b <= batch; ++b) {
+      opst_set_flat(&tcq, b, (double)aq);
+      opst_set_flat(&tck, b, (double)ak);
+      if (b < batch) aq += lens_q[b], ak += lens_k[b];
+    }
+    add_tensor(&c, &tcq, IN, -1);
+    add_tensor(&c, &tck, IN, -1);
+  } else {
+    add_absent(&c);
+    add_absent(&c);
+  }
+  add_tensor(&c, &to, OUT, -1);
+  if (with_lse) {
+    const int64_t ls3[3] = {batch, hq, sq}, ls2[2] = {hq, tot_q};
+    if (varlen) opst_alloc(&tl, r, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
+    else opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
+    add_tensor(&c, &tl, OUT, -1);
+  }
+  char label[240];
+  snprintf(label, sizeof label,
+           "sdpa case %d %s batch %lld Sq %lld Sk %lld Hq %lld Hkv %lld D %lld Dv %lld layout %d%s%s "
+           "window (%d, %d)%s%s%s",
+           iter, ops_dtype_name((ops_dtype)dt), (long long)batch, (long long)(varlen ? max_q : sq),
+           (long long)(varlen ? max_k : sk), (long long)hq, (long long)hkv, (long long)d, (long long)dv, layout,
+           varlen ? " varlen" : "", c.sdpa.causal ? " causal" : "", (int)c.sdpa.window_left,
+           (int)c.sdpa.window_right, with_mask ? " mask" : "", with_lse ? " lse" : "",
+           c.sdpa.scale != 0.0f ? " scaled" : "");
+  c.label = label;
+  check_call(&c);
+  free_call(&c);
+}
+
+/* A dense call (no mask, no varlen) into c: q, k, v in alloc_seq's `layout`, o row-major and an
+ * f32 LSE, held in t[0 .. 4]. */
+void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int64_t sq, int64_t sk,
+                            int64_t hq, int64_t hkv, int64_t d, int64_t dv, int layout) {
+  memset(c, 0, sizeof *c);
+  c->op = OPS_OP_SDPA;
+  c->run = run_sdpa;
+  ops_sdpa_params_init(&c->sdpa);
+  const int64_t qs[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d}, vs[4] = {batch, sk, hkv, dv},
+                os[4] = {batch, sq, hq, dv}, ls[3] = {batch, hq, sq};
+  alloc_seq(&t[0], dt, 4, qs, layout);
+  alloc_seq(&t[1], dt, 4, ks, layout);
+  alloc_seq(&t[2], dt, 4, vs, layout);
+  alloc_seq(&t[3], dt, 4, os, 0);
+  opst_alloc(&t[4], &g_rng, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
+  add_qkv(c, &t[0], &t[1], &t[2]);
+  add_absent(c); /* mask */
+  add_absent(c); /* cu_seqlens */
+  add_absent(c);
+  add_tensor(c, &t[3], OUT, -1);
+  add_tensor(c, &t[4], OUT, -1);
+}
+
+/* More work tiles than SMs without a window or varlen: the Hopper kernels' persistent grid,
+ * each block walking several (query tile, head, batch) tiles with the K / V ring, the Q
+ * buffer and the ping-pong turns carried across them. 3 x 8 heads (GQA 4) x 1000 rows (a
+ * tail) x 777 keys (a partial key tile); LSE; d 64 bf16 (6 query tiles of 192 a head, 144
+ * work tiles), d 128 f16 with Dv 96 (8 of 128, 192 tiles): an even count a head, so the
+ * blocks run in clusters of two that share K / V; then d 128 bf16 with 1100 rows (9 query
+ * tiles a head, 216 tiles): an odd count, one block at a time; then d 64 with Dv 40 in pairs.
+ * The _pair rows take the even counts; pinned on the odd one they refuse it. */
+void sdpa_many_tiles(void **state) {
+  (void)state;
+  for (int v = 0; v < 4; ++v) {
+    const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
+    const int64_t d = v == 0 || v == 3 ? 64 : 128;
+    gcall c;
+    opst_tensor t[5];
+    sdpa_dense_call(&c, t, dt, 3, v == 2 ? 1100 : 1000, 777, 8, 2, d, v == 1 ? 96 : v == 3 ? 40 : d, v % 2);
+    c.label = v == 0   ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, lse: 144 work tiles in pairs"
+              : v == 1 ? "sdpa f16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 96, BHSD, lse: 192 work tiles in pairs"
+              : v == 2 ? "sdpa bf16 3 x 8 heads (GQA 4) x 1100 x 777, d 128, lse: 216 work tiles"
+                       : "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, Dv 40, BHSD, lse: 144 work tiles in pairs";
+    check_call(&c);
+    free_call(&c);
+  }
+}
+
+/* Window sides of up to 2^31 - 1 keys (wider than every key: the same as none) with Sq != Sk:
+ * the kernels' window edges are int sums (i + (Sk - Sq) +- a side), which such a side would
+ * overflow; the launchers pass those sides as unbounded. Both kernels run (no mask). */
+void sdpa_wide_windows(void **state) {
+  (void)state;
+  static const int32_t kWin[3][2] = {{INT32_MAX, INT32_MAX}, {INT32_MAX, 0}, {INT32_MAX - 7, 5}};
+  for (int v = 0; v < 3; ++v) {
+    const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
+    const int64_t sq = v == 1 ? 200 : 300, sk = v == 1 ? 300 : 200;
+    gcall c;
+    opst_tensor t[5];
+    sdpa_dense_call(&c, t, dt, 2, sq, sk, 4, 2, 128, 128, 0);
+    c.sdpa.window_left = kWin[v][0], c.sdpa.window_right = kWin[v][1];
+    char label[160];
+    snprintf(label, sizeof label, "sdpa %s 2 x 4 heads x %lld x %lld, d 128, window (%d, %d), lse",
+             ops_dtype_name((ops_dtype)dt), (long long)sq, (long long)sk, (int)kWin[v][0], (int)kWin[v][1]);
+    c.label = label;
+    check_call(&c);
+    free_call(&c);
+  }
+}
+
+void sdpa(void **state) {
+  (void)state;
+  for (int i = 0; i < 48; ++i) sdpa_case(i, 0);
+  sdpa_case(1, 4097); /* a long sequence: 65 key tiles, the tail of one query tile */
+  sdpa_case(3, 1000);
+  /* varlen batches without a single key (k and v have no rows: no tensor map can describe
+     them; every row is 0, its LSE -inf): iterations 7 / 8 are varlen, not causal */
+  sdpa_case(7, -1);
+  sdpa_case(8, -1);
+}

@@ -1,9 +1,9 @@
-/* The row-wise ops' CUDA launchers: validated args -> row_geom (rows_gpu.cuh) -> one variant. */
+/* The row-wise ops' CUDA launchers: validated args -> row_geom (rows_common.cuh) -> one variant (rows_launch.cuh). */
 #include <string.h>
 
 #include "kernels/norm/rows_args.h"
 #include "kernels/norm/rows_cuda.h"
-#include "kernels/norm/rows_gpu.cuh"
+#include "kernels/norm/rows_launch.cuh"
 #include "opslib/ops.h"
 
 #define OPSI_ROWS_EXTERN(T)                                                                                  \
@@ -85,7 +85,7 @@ ops_status run(const opsi_launch *ctx, const void *argp, int variant, int vec16)
   const int vec = vec16 ? (g.dtype == OPS_DTYPE_F32 ? 4 : 8) : 1;
   const bool partials = bwd && g.op != opsi::ROW_SOFTMAX && (g.dw != nullptr || g.db != nullptr);
   /* the 16-byte block variant holds 64 bytes of x a thread, or 16 elements of x and as many
-     of the residual (rows_gpu.cuh's launch_rows_forward sizes its kernels alike) */
+     of the residual (rows_launch.cuh's launch_rows_forward sizes its kernels alike) */
   int held = variant == OPSI_ROWS_WARP      ? OPSI_ROWS_WARP_HELD
              : vec16 && g.res == nullptr ? OPSI_ROWS_FWD_VEC16_BYTES / (int)ops_dtype_size((ops_dtype)g.dtype)
                                          : OPSI_ROWS_FWD_HELD;

@@ -3,6 +3,8 @@
 #include "capabilities/kernel_ids.h"
 #include "kernels/gemm/gemm_cpu.h"
 #include "kernels/gemm/gemm_cuda.h"
+#include "kernels/gemm/gemm_kernels.h"
+#include "kernels/gemm/gemm_shape.h"
 
 #define GEMM_EPILOGUE (OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_BETA_C)
 #define GEMM_EPILOGUE_TEXT "alpha, beta * C, bias (any broadcast: per column, per row), every ops_act, residual"
@@ -11,36 +13,33 @@
 #define GEMM_TILING(TM, TN, PER_SM) \
   {{OPSI_GEMM_M, OPSI_GEMM_N, -1}, {TM, TN, 0}, {1, 1, 0}, {OPSI_GEMM_BATCH, -1, -1}, PER_SM}
 
-/* What the Hopper consumers do after the mainloop (every SM90 row). */
-#define SM90_EPILOGUE_TEXT                                                                                    \
-  "; then the epilogue of each 64-row half in registers when whole (16-bit D, operands in column pairs, "     \
-  "bias per column (staged in shared memory) or per row, activation none / relu / gelu / silu; a plain "    \
-  "half any D, whole or not when D takes TMA stores), else 64x32 chunks staged through shared memory, "     \
-  "coalesced. D 16-bit with 16-byte aligned rows: 64x64 chunks go by stmatrix into two swizzled buffers "   \
-  "and out by TMA stores that drain under the next tile's mainloop; else the threads store D. A column "    \
-  "bias is loaded before each tile's mainloop; alpha 1 with only a column bias, or only the activation, " \
-  "takes an epilogue without the general one's per-pair tests"
-#define SM90_COOP_TEXT(BN)                                                                                    \
-  "warpgroups 1 and 2 (setmaxnreg 232), cooperative: 64 rows of every tile each, 4 wgmma m64n" #BN "k16 "   \
-  "per K block from shared memory, one group in flight, f32 accumulators" SM90_EPILOGUE_TEXT
-#define SM90_ROW(ID, NAME, BN, STAGES, CONSUMERS, EFF, LAUNCH)                                                \
+/* gemm_kernels.h's list entry X(ID, NAME, BN), in gemm_shape.h's shape; SM90_ROW_X expands
+ * the shape's macros, SM90_ROW_ prints the numbers. The cost model's efficiency by BN: */
+#define SM90_EFF_256 0.80f
+#define SM90_EFF_128 0.76f
+#define SM90_ROW(ID, NAME, BN)                                                                                 \
+  SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
+             OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME),
+#define SM90_ROW_X(...) SM90_ROW_(__VA_ARGS__)
+#define SM90_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                                     \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
       .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,                                        \
       .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
       .dim_min = {[OPSI_GEMM_K] = 1}, .dim_max = {[OPSI_GEMM_BATCH] = 2147483647},                           \
-      .roles = {{"producer", 4, "warpgroup 0 (setmaxnreg 40): one thread issues the TMA loads of A and B "    \
-                                "K blocks into the stage ring, each completing on the stage's full mbarrier"}, \
-                {"consumers", 8, CONSUMERS}},                                                                \
+      .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of A / B K blocks into a " \
+                                #STAGES "-stage ring"},                                                     \
+                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows each, wgmma m64n" #BN "k16, then the fused " \
+                                 "epilogue, D by TMA or threads"}},                                          \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
                      "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup "     \
                      "16 KB: two 64x64 16-bit TMA store buffers (128-byte swizzle) or the general epilogue's " \
                      "64x32 f32 staging (rows padded to 40), and " #BN " 16-bit column-bias values; "           \
                      "full/empty mbarrier a stage",                                                          \
-      .smem_bytes = 1024 + STAGES * (128 + BN) * 64 * 2 + 2 * 16384 + 2 * BN * 2 + STAGES * 16,              \
-      .threads = 384,                                                                                        \
+      .smem_bytes = OPSI_GEMM_SM90_SMEM(BN),                                                                 \
+      .threads = OPSI_GEMM_SM90_THREADS,                                                                     \
       .vector_bytes = 16,                                                                                    \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
@@ -62,13 +61,11 @@ static const char *sm90_plan(const opsi_problem *p) {
       .dtypes = DTYPES, .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,       \
       .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
       .dim_max = {[OPSI_GEMM_BATCH] = 65535, [OPSI_GEMM_N] = 65535LL * 128},                                  \
-      .roles = {{"mma warps", 8, "2 x 4 warps of 64 x 32 outputs: ldmatrix (.trans for an N-major B) + "    \
-                                 MMA ", f32 accumulators; every thread issues 16-byte cp.async copies of "    \
-                                 "the step 3 ahead, zero-filling tails"}},                                    \
+      .roles = {{"mma warps", 8, "2 x 4 warps of 64 x 32 outputs, ldmatrix + " MMA "; cp.async 3 steps ahead"}}, \
       .stages = 4,                                                                                           \
       .smem_layout = "4 x (A 128 rows + B^T 128 rows of 64 bytes of K, padded to 80 bytes; an N-major B "    \
                      "as K rows of 128 elements padded by 8), ldmatrix conflict-free",                       \
-      .smem_bytes = 81920, .threads = 256, .vector_bytes = 16, .deterministic = 1, .requires_tf32 = TF32,     \
+      .smem_bytes = OPSI_GEMM_CP_SMEM, .threads = OPSI_GEMM_CP_THREADS, .vector_bytes = 16, .deterministic = 1, .requires_tf32 = TF32,     \
       .reduction_order = "per output: K steps of 64 bytes in order, mma k steps in order (f32)",              \
       .unit = UNIT, .efficiency = EFF, .bytes_factor = 1.0f, .tiling = GEMM_TILING(128, 128, 2),              \
       .workspace_formula = "0", .launch = opsi_gemm_cuda_pipelined, .tests = OPSI_GPU_TESTS,                   \
@@ -102,10 +99,7 @@ const opsi_kernel_row opsi_gemm_rows[] = {
                  "per output: double-precision sum over K in index order (the reference's), accumulated for a "
                  "panel of 64 columns of a row at once",
                  opsi_gemm_cpu_panel),
-    SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, "cuda_gemm_sm90_128x256", 256, 4, SM90_COOP_TEXT(256), 0.80f,
-             opsi_gemm_cuda_sm90_128x256),
-    SM90_ROW(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, "cuda_gemm_sm90_128x128", 128, 6, SM90_COOP_TEXT(128), 0.76f,
-             opsi_gemm_cuda_sm90_128x128),
+    OPSI_GEMM_SM90_KERNELS(SM90_ROW)
     {
         .id = OPSI_KERNEL_CUDA_GEMM_MMA, .name = "cuda_gemm_mma", .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA,
         .sm_min = 80, .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),
@@ -113,12 +107,11 @@ const opsi_kernel_row opsi_gemm_rows[] = {
         .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_STRIDED | OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
         .fuses = GEMM_EPILOGUE, .align = 1,
         .dim_max = {[OPSI_GEMM_BATCH] = 65535, [OPSI_GEMM_N] = 65535LL * 128},
-        .roles = {{"mma warps", 8, "2 x 4 warps of 64 x 32 outputs: ldmatrix + mma.sync m16n8k16, f32 "
-                                   "accumulators; all threads stage the next K tile through registers"}},
+        .roles = {{"mma warps", 8, "2 x 4 warps of 64 x 32 outputs, mma.sync m16n8k16; next K tile via registers"}},
         .stages = 2,
         .smem_layout = "2 x (A 128x32 + B^T 128x32) f16/bf16, K-major rows padded to 40 elements "
                        "(ldmatrix conflict-free)",
-        .smem_bytes = 40960, .threads = 256, .vector_bytes = 16, .deterministic = 1,
+        .smem_bytes = OPSI_GEMM_MMA_SMEM, .threads = OPSI_GEMM_MMA_THREADS, .vector_bytes = 16, .deterministic = 1,
         .reduction_order = "per output: K tiles of 32 in order, mma k16 steps in order (f32)",
         .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f, .tiling = GEMM_TILING(128, 128, 1),
         .workspace_formula = "0", .launch = opsi_gemm_cuda_tiled, .tests = OPSI_GPU_TESTS,
@@ -130,10 +123,9 @@ const opsi_kernel_row opsi_gemm_rows[] = {
         .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_STRIDED | OPSI_F_A_M_MAJOR | OPSI_F_B_N_MAJOR,
         .fuses = GEMM_EPILOGUE, .align = 1,
         .dim_max = {[OPSI_GEMM_BATCH] = 65535, [OPSI_GEMM_N] = 65535LL * 64},
-        .roles = {{"fma threads", 8, "16 x 16 threads of 4 x 4 outputs, f32 fused multiply-adds (strict f32, "
-                                     "no tf32); all threads stage the next K tile through registers"}},
+        .roles = {{"fma threads", 8, "16 x 16 threads of 4 x 4 outputs, strict f32 FMA; next K tile via registers"}},
         .stages = 2, .smem_layout = "2 x (A 64x16 + B^T 64x16) f32, rows padded to 17 words",
-        .smem_bytes = 17408, .threads = 256, .vector_bytes = 4, .deterministic = 1,
+        .smem_bytes = OPSI_GEMM_FFMA_SMEM, .threads = OPSI_GEMM_FFMA_THREADS, .vector_bytes = 4, .deterministic = 1,
         .reduction_order = "per output: K in index order (f32 fma)",
         .unit = OPSI_UNIT_FFMA, .efficiency = 0.45f, .bytes_factor = 1.0f, .tiling = GEMM_TILING(64, 64, 2),
         .workspace_formula = "0", .launch = opsi_gemm_cuda_tiled, .tests = OPSI_GPU_TESTS,
@@ -148,6 +140,6 @@ const opsi_kernel_row opsi_gemm_rows[] = {
            OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16), OPSI_UNIT_MMA_F16, 0,
            "mma.sync m16n8k16", 0.55f),
     CP_ROW(OPSI_KERNEL_CUDA_GEMM_TF32, "cuda_gemm_tf32", OPSI_DTYPE_BIT(OPS_DTYPE_F32), OPSI_UNIT_MMA_TF32, 1,
-           "mma.sync m16n8k8 tf32 (inputs rounded to tf32, cvt.rna)", 0.55f),
+           "mma.sync m16n8k8 tf32", 0.55f),
 };
 const size_t opsi_gemm_row_count = sizeof opsi_gemm_rows / sizeof opsi_gemm_rows[0];

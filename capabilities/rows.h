@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 #include "opslib/ops.h"
 
 #define OPSI_DTYPE_BIT(dt) (1u << (dt))

@@ -76,8 +76,7 @@ typedef struct trial {
 
 static ops_status run_trial(void *arg) {
   const trial *t = (const trial *)arg;
-  OPSI_TRY(t->row->launch(t->ctx, t->args));
-  return t->row->backend == OPS_DEVICE_CUDA ? opsi_cuda_check_launch(t->fn) : OPS_OK;
+  return opsi_run_row(t->fn, t->row, t->ctx, t->args);
 }
 
 ops_status opsi_tune_measure(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *const *ranked,

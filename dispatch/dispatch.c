@@ -280,6 +280,22 @@ static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) 
   return OPS_OK;
 }
 
+ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_launch *ctx, const void *args) {
+  memset(&ctx->info->error, 0, sizeof ctx->info->error);
+  const ops_status st = row->launch(ctx, args);
+  if (st != OPS_OK) {
+    const opsi_launch_error *e = &ctx->info->error;
+    if (e->what == NULL) return st; /* a CPU launcher, which wrote its message */
+    if (e->code != 0) {
+      return opsi_fail(st, "%s: %s: %s: %s (error %d)", fn, row->name, e->what, e->detail ? e->detail : "failed",
+                       (int)e->code);
+    }
+    if (e->detail != NULL) return opsi_fail(st, "%s: %s: %s: %s", fn, row->name, e->what, e->detail);
+    return opsi_fail(st, "%s: %s: %s", fn, row->name, e->what);
+  }
+  return row->backend == OPS_DEVICE_CUDA ? opsi_cuda_check_launch(fn) : OPS_OK;
+}
+
 static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *row, int hit,
                          int32_t choice, const void *args, void *workspace, size_t workspace_bytes) {
   opsi_launch_info info;
@@ -288,9 +304,8 @@ static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_k
   opsi_profile_token tok;
   const int profiling = opsi_profile_begin(v->handle, &tok);
   nvtxRangePushA(row->name);
-  ops_status st = row->launch(&ctx, args);
+  const ops_status st = opsi_run_row(v->fn, row, &ctx, args);
   nvtxRangePop();
-  if (st == OPS_OK && row->backend == OPS_DEVICE_CUDA) st = opsi_cuda_check_launch(v->fn);
   if (profiling) {
     char problem[256];
     opsi_describe_problem(p, problem, sizeof problem);
@@ -308,6 +323,7 @@ static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_k
     rec.plan_cache_hit = hit;
     rec.choice = choice;
     rec.launch_plan = info.plan;
+    rec.cluster_blocks = row->backend == OPS_DEVICE_CUDA ? (info.cluster > 1 ? info.cluster : 1) : 0;
     opsi_work(p, &rec.bytes, &rec.flops);
     rec.problem = problem;
     opsi_profile_end(v->handle, &tok, &rec);

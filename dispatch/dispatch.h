@@ -11,7 +11,7 @@
 
 #include "capabilities/rows.h"
 #include "dispatch/validate.h"
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 #include "opslib/explain.h"
 
 /* A problem with the handle's facts filled in (backend, code SM, math mode, determinism),
@@ -38,6 +38,10 @@ const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, 
  *                         check the workspace, launch on the handle's stream, collect errors;
  *   OPSI_QUERY_WORKSPACE: the chosen kernel's workspace bytes;
  *   OPSI_EXPLAIN:         the verdicts. */
+/* Runs row's launcher; a failure it names (opsi_launch_error) becomes the thread's message,
+ * "<fn>: <kernel>: <what>: <detail> (error <code>)"; a CUDA launch is checked for errors. */
+ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_launch *ctx, const void *args);
+
 ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
                        void *workspace, size_t workspace_bytes);
 

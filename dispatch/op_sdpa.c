@@ -111,6 +111,53 @@ static ops_tensor packed_as_batched(const ops_tensor *t, int64_t batch) {
   return r;
 }
 
+static opsi_sdpa_view view_of(const ops_tensor *t) {
+  const opsi_sdpa_view r = {t->data, t->strides[0], t->strides[1], t->strides[2], t->strides[3]};
+  return r;
+}
+
+/* Unit-stride rows whose base and every stride are 16-byte aligned (batch stride included:
+ * varlen's is 0): the kernels' 16-byte copy paths. */
+static int rows_aligned(const ops_tensor *t) {
+  const int64_t elem = (int64_t)ops_dtype_size((ops_dtype)t->dtype);
+  if (t->shape[3] > 1 && t->strides[3] != 1) return 0;
+  if ((uintptr_t)t->data % 16 != 0) return 0;
+  for (int i = 0; i < 3; ++i) {
+    if (t->shape[i] > 1 && (t->strides[i] * elem) % 16 != 0) return 0;
+  }
+  return 1;
+}
+
+/* The call as the CUDA kernels read it (kernels/flash/sdpa_geom.h), from the normalized args.
+ * The int32 fields hold: the rows bound batch and heads to 65535 and sequences to 2^31 - 1. */
+static opsi_sdpa_geom device_geom(const opsi_sdpa_args *a) {
+  opsi_sdpa_geom g;
+  memset(&g, 0, sizeof g);
+  g.q = view_of(&a->q), g.k = view_of(&a->k), g.v = view_of(&a->v), g.o = view_of(&a->o);
+  if (a->has_lse) {
+    g.lse = (float *)a->lse.data;
+    g.lb = a->lse.strides[0], g.lh = a->lse.strides[1], g.ls = a->lse.strides[2];
+  }
+  if (a->has_mask) {
+    g.mask = a->mask.data;
+    g.mb = a->mask.strides[0], g.mh = a->mask.strides[1], g.mi = a->mask.strides[2], g.mj = a->mask.strides[3];
+    g.mask_dtype = a->mask.dtype;
+  }
+  if (a->varlen) {
+    g.cu_q = a->cu_seqlens_q, g.cu_k = a->cu_seqlens_k;
+    g.cu_sq = a->cu_stride_q, g.cu_sk = a->cu_stride_k;
+  }
+  g.batch = (int32_t)a->batch, g.heads_q = (int32_t)a->heads_q;
+  g.group = a->heads_kv > 0 ? (int32_t)(a->heads_q / a->heads_kv) : 1;
+  g.seqlen_q = (int32_t)a->seqlen_q, g.seqlen_k = (int32_t)a->seqlen_k;
+  g.d = (int32_t)a->head_dim, g.dv = (int32_t)a->head_dim_v;
+  g.scale_log2 = (float)(a->scale * 1.4426950408889634);
+  g.window_left = a->window_left >= a->seqlen_k ? -1 : (int32_t)a->window_left;
+  g.window_right = a->window_right >= a->seqlen_q ? -1 : (int32_t)a->window_right;
+  g.aligned = rows_aligned(&a->q) && rows_aligned(&a->k) && rows_aligned(&a->v) && rows_aligned(&a->o);
+  return g;
+}
+
 static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params,
                                const ops_tensor *q, const ops_tensor *k, const ops_tensor *val,
                                const ops_tensor *o, const ops_tensor *lse, opsi_sdpa_args *a,
@@ -229,6 +276,7 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   a->scale = p.scale != 0.0f ? (double)p.scale : (d > 0 ? 1.0 / sqrt((double)d) : 1.0);
   a->window_left = p.window_left;
   a->window_right = p.causal ? 0 : p.window_right;
+  a->geom = device_geom(a);
 
   opsi_problem_init(pr, OPS_OP_SDPA, v->handle);
   pr->dtype = q->dtype;

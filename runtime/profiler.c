@@ -202,7 +202,7 @@ static void write_json_line(const ops_profile_record *r, void *user) {
           r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2], r->smem_bytes, r->time_us, r->bytes,
           r->flops, r->gbps, r->tflops, r->plan_cache_hit ? "true" : "false");
   put_json_string(f, r->problem);
-  fprintf(f, ",\"choice\":\"%s\"", ops_choice_name((ops_choice)r->choice));
+  fprintf(f, ",\"choice\":\"%s\",\"cluster\":%d", ops_choice_name((ops_choice)r->choice), (int)r->cluster_blocks);
   if (r->launch_plan != NULL) {
     fprintf(f, ",\"plan\":");
     put_json_string(f, r->launch_plan);

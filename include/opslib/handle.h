@@ -174,6 +174,7 @@ typedef struct ops_profile_record {
   /* appended after 0.1.0's first layout: */
   int32_t choice;          /* ops_choice of kernel_id */
   const char *launch_plan; /* the launch variant the kernel took (static); NULL: it has one */
+  int32_t cluster_blocks;  /* blocks a cluster of the launch (1: none; 0 on the CPU) */
 } ops_profile_record;
 
 typedef void (*ops_profile_fn)(const ops_profile_record *record, void *user);

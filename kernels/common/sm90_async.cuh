@@ -16,6 +16,29 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+/* Where the n-th use of a ring of STAGES shared-memory stages falls (the pipeline state a
+ * producer and its consumers each keep by counting uses): the stage, and the parity of that
+ * stage's barrier phase to wait on. Its full barrier completes phase (n / STAGES) & 1; the
+ * producer waits on the empty barrier's opposite parity, so that the first pass over the ring
+ * finds every stage free. */
+template <int STAGES> struct ring_pos {
+  int n;
+  __device__ __forceinline__ int stage() const { return n % STAGES; }
+  __device__ __forceinline__ uint32_t full_parity() const { return (uint32_t)((n / STAGES) & 1); }
+  __device__ __forceinline__ uint32_t empty_parity() const { return (uint32_t)((n / STAGES) & 1) ^ 1u; }
+};
+
+/* The same state kept incrementally, for a thread that walks the ring one use after another
+ * (no division where STAGES is not a power of two): the stage, and the parity its full
+ * barrier's current phase completes with (the empty barrier's wait: phase ^ 1). */
+template <int STAGES> struct ring_iter {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == STAGES) stage = 0, phase ^= 1;
+  }
+};
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
@@ -109,7 +132,7 @@ __device__ __forceinline__ void tma_load_4d_multicast(void *dst, const CUtensorM
  * ordered at cluster scope; threads that have exited are not waited for), and
  * an arrival on the mbarrier at `bar`'s offset in block `rank`'s shared memory (release at
  * CTA scope, the default: a cluster-scope release puts a fence before every arrival, which
- * stalled the consumer warps 37% of their stall cycles). */
+ * stalls the consumer warps; bench/RESULTS.md). */
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));

@@ -2,7 +2,7 @@
 #ifndef OPSLIB_KERNELS_ELEMENTWISE_DROPOUT_CPU_H_
 #define OPSLIB_KERNELS_ELEMENTWISE_DROPOUT_CPU_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 
 ops_status opsi_dropout_cpu(const opsi_launch *ctx, const void *args);
 

@@ -3,7 +3,7 @@
 #ifndef OPSLIB_KERNELS_ELEMENTWISE_EW_CUDA_H_
 #define OPSLIB_KERNELS_ELEMENTWISE_EW_CUDA_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,12 +6,15 @@
  *   seq_start(b) + i.
  *   lse is a 3-D [B, Hq, Sq] view (varlen: batch stride 0, S index seq_start(b) + i).
  *   mask is a 4-D view broadcast to [B, Hq, Sq, Sk] (strides 0 on broadcast axes).
+ * The CPU reference reads the tensors; the CUDA launchers read geom and keep only the TMA
+ * encoding (from the tensors) and the grid.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_
 
 #include <stdint.h>
 
+#include "kernels/flash/sdpa_geom.h"
 #include "opslib/tensor.h"
 
 typedef struct opsi_sdpa_args {
@@ -35,6 +38,7 @@ typedef struct opsi_sdpa_args {
   double scale;
   int64_t window_left;  /* -1: unbounded */
   int64_t window_right; /* -1: unbounded; 0 when causal */
+  opsi_sdpa_geom geom;  /* the same call as the CUDA kernels read it */
 } opsi_sdpa_args;
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_ */

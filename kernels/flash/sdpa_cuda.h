@@ -2,26 +2,26 @@
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_CUDA_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_CUDA_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
+#include "kernels/flash/sdpa_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Any SM >= 80: mma.sync + cp.async (FlashAttention-2 structure), f16 / bf16, q's and v's
- * head dims up to 64, 128 or 256. */
-ops_status opsi_sdpa_cuda_mma_d64(const opsi_launch *ctx, const void *args);
-ops_status opsi_sdpa_cuda_mma_d128(const opsi_launch *ctx, const void *args);
-ops_status opsi_sdpa_cuda_mma_d256(const opsi_launch *ctx, const void *args);
-/* Hopper (sm_90a): TMA + wgmma, warp-specialized; f16 / bf16, q's and v's head dims up to
- * 64, 128 or 256, unit-stride rows with 16-byte aligned base and strides (positive). */
-ops_status opsi_sdpa_cuda_sm90_d64(const opsi_launch *ctx, const void *args);
-ops_status opsi_sdpa_cuda_sm90_d128(const opsi_launch *ctx, const void *args);
-ops_status opsi_sdpa_cuda_sm90_d256(const opsi_launch *ctx, const void *args);
-/* The same kernels at 64 and 128 in clusters of two that share each K / V tile (TMA
- * multicast): uniform calls (no window, no varlen) with an even number of query tiles a head. */
-ops_status opsi_sdpa_cuda_sm90_d64_pair(const opsi_launch *ctx, const void *args);
-ops_status opsi_sdpa_cuda_sm90_d128_pair(const opsi_launch *ctx, const void *args);
+ * head dims up to DP: opsi_sdpa_cuda_mma_d64, _d128, _d256. */
+#define OPSI_SDPA_MMA_PROTO(ID, NAME, DP) ops_status opsi_sdpa_cuda_mma_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_SDPA_MMA_KERNELS(OPSI_SDPA_MMA_PROTO)
+#undef OPSI_SDPA_MMA_PROTO
+/* Hopper (sm_90a): TMA + wgmma, warp-specialized; f16 / bf16, q's and v's head dims up to DP,
+ * unit-stride rows with 16-byte aligned base and strides (positive): opsi_sdpa_cuda_sm90_d64,
+ * _d128, _d256, and at 64 and 128 the _pair kernels in clusters of two that share each K / V
+ * tile (uniform calls: no window, no varlen, an even number of query tiles a head). */
+#define OPSI_SDPA_SM90_PROTO(ID, NAME, DP, CL) \
+  ops_status opsi_sdpa_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_PROTO)
+#undef OPSI_SDPA_SM90_PROTO
 
 #ifdef __cplusplus
 }

@@ -15,33 +15,13 @@
 #define OPSLIB_KERNELS_FLASH_SDPA_GPU_CUH_
 
 #include "kernels/common/cuda_common.cuh"
+#include "kernels/flash/sdpa_geom.h"
 
 namespace opsi {
 
-/* A 4-D [B, S, H, D] operand: element (b, s, h, d) at p + b * sb + s * ss + h * sh + d * sd
- * (varlen: sb = 0 and s counts from the sequence's start in the packed tensor). */
-struct sdpa_view {
-  const void *p;
-  int64_t sb, ss, sh, sd;
-};
-
-struct sdpa_geom {
-  sdpa_view q, k, v, o;
-  float *lse;             /* nullptr when absent; element (b, h, s) at b * lb + h * lh + s * ls */
-  int64_t lb, lh, ls;
-  const void *mask;       /* nullptr when absent; (b, h, i, j) at b * mb + h * mh + i * mi + j * mj */
-  int64_t mb, mh, mi, mj;
-  int32_t mask_dtype;
-  const int32_t *cu_q;    /* varlen: cu_seqlens on the device (element strides cu_sq, cu_sk) */
-  const int32_t *cu_k;
-  int64_t cu_sq, cu_sk;
-  int32_t batch, heads_q, group; /* group = Hq / Hkv */
-  int32_t seqlen_q, seqlen_k;    /* varlen: the max_seqlen bounds */
-  int32_t d, dv;
-  float scale_log2;              /* scale * log2(e) */
-  int32_t window_left, window_right; /* -1: unbounded (also for a side wider than every key) */
-  int32_t aligned; /* q, k, v, o: unit-stride rows, 16-byte aligned base and strides */
-};
+/* The call (kernels/flash/sdpa_geom.h, built by the dispatch layer). */
+using sdpa_view = ::opsi_sdpa_view;
+using sdpa_geom = ::opsi_sdpa_geom;
 
 /* One (batch, head)'s sequences: their starts in the packed tensors (0 without varlen) and
  * lengths, clamped to [0, max_seqlen] so that a bad cu_seqlens cannot send a read astray. */

@@ -25,17 +25,32 @@
 
 #include "kernels/common/mma_sync.cuh"
 #include "kernels/flash/sdpa_gpu.cuh"
+#include "kernels/flash/sdpa_mma_shape.h"
 
 namespace opsi {
 namespace fa2 {
 
-/* Fits the 99 KB a block may have on sm_86 / sm_89: 96 KB for every DP. */
+/* The shape a head dim runs: sdpa_mma_shape.h (the capability rows state the same numbers). */
+template <int DP> struct shape_of;
+#define OPSI_SDPA_MMA_SHAPE(D)                                                                             \
+  template <> struct shape_of<D> {                                                                          \
+    static constexpr int BM = OPSI_SDPA_MMA_D##D##_BM, BN = OPSI_SDPA_MMA_D##D##_BN;                        \
+    static constexpr int WARPS = OPSI_SDPA_MMA_D##D##_WARPS;                                                \
+  };
+OPSI_SDPA_MMA_SHAPE(64)
+OPSI_SDPA_MMA_SHAPE(128)
+OPSI_SDPA_MMA_SHAPE(256)
+#undef OPSI_SDPA_MMA_SHAPE
+
 template <typename T, int DP> struct cfg {
-  static constexpr int BM = DP == 256 ? 64 : 128;
-  static constexpr int BN = DP == 256 ? 32 : 64;
-  static constexpr int WARPS = BM / 16;
+  static constexpr int BM = shape_of<DP>::BM;
+  static constexpr int BN = shape_of<DP>::BN;
+  static constexpr int WARPS = shape_of<DP>::WARPS;
   static constexpr int THREADS = WARPS * 32;
-  static constexpr int SMEM_BYTES = (BM + 4 * BN) * DP * (int)sizeof(T);
+  static constexpr int SMEM_BYTES = OPSI_SDPA_MMA_SMEM(BM, BN, DP);
+  static_assert(WARPS == BM / 16, "16 query rows a warp");
+  static_assert(sizeof(T) == 2, "16-bit operands");
+  static_assert(SMEM_BYTES <= 99 * 1024, "fits a block's shared memory on sm_86 / sm_89");
 };
 
 /* Element (r, c) of a shared tile of DP-element rows: the 16-byte chunks of row r are
@@ -216,8 +231,10 @@ cudaError_t launch_sdpa_mma(const sdpa_geom &g, cudaStream_t stream, int32_t *gr
 }  // namespace fa2
 }  // namespace opsi
 
-#define OPSI_SDPA_MMA_INSTANTIATE(T, DP)                                                                      \
+/* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
+#define OPSI_SDPA_MMA_TEMPLATE(T, DP)                                                                        \
   template cudaError_t opsi::fa2::launch_sdpa_mma<T, DP>(const opsi::sdpa_geom &, cudaStream_t, int32_t *, \
                                                          int32_t *, int32_t *);
+#define OPSI_SDPA_MMA_INSTANTIATE(T, DP) OPSI_SDPA_MMA_TEMPLATE(T, DP)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_MMA_CUH_ */

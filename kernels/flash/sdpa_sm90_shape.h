@@ -11,7 +11,7 @@
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
 
 /* at 64 three consumer warpgroups: the exponentials cost as much as both GEMMs there, and a
- * third warp a scheduler hides more of the softmax's latency (+15% on the H100) */
+ * third warp a scheduler hides more of the softmax's latency (bench/RESULTS.md) */
 #define OPSI_SDPA_SM90_D64_BN 128
 #define OPSI_SDPA_SM90_D64_NC 3
 #define OPSI_SDPA_SM90_D64_BM 192
@@ -25,13 +25,17 @@
 #define OPSI_SDPA_SM90_D128_LOAD_REGS 24
 #define OPSI_SDPA_SM90_D128_MMA_REGS 240
 #define OPSI_SDPA_SM90_D128_CLUSTER 2
-/* at 256 key tiles of 64 (shared memory); no cluster (not measured there) */
+/* at 256 key tiles of 64 (shared memory); no cluster */
 #define OPSI_SDPA_SM90_D256_BN 64
 #define OPSI_SDPA_SM90_D256_NC 2
 #define OPSI_SDPA_SM90_D256_BM 128
 #define OPSI_SDPA_SM90_D256_LOAD_REGS 24
 #define OPSI_SDPA_SM90_D256_MMA_REGS 240
 #define OPSI_SDPA_SM90_D256_CLUSTER 1
+
+/* dynamic shared memory of a block, bytes: alignment slack, Q, two stages of K and V, and
+ * ten mbarriers */
+#define OPSI_SDPA_SM90_SMEM(BM, BN, DP) (1024 + ((BM) + 4 * (BN)) * (DP) * 2 + 80)
 
 /* How a Hopper attention launch walks its work tiles, as the launcher reports it and the
  * rows' plan function predicts it. Uniform calls (every tile reads the same keys: no window

@@ -2,7 +2,8 @@
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_CUDA_H_
 #define OPSLIB_KERNELS_GEMM_GEMM_CUDA_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
+#include "kernels/gemm/gemm_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,9 +16,12 @@ extern "C" {
 #define OPSI_GEMM_SM90_PLAN_TMA_STORE "persistent; D stored by TMA from swizzled shared memory"
 #define OPSI_GEMM_SM90_PLAN_THREAD_STORE "persistent; D stored by the threads"
 
-/* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major. */
-ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args);
-ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args);
+/* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major:
+ * opsi_gemm_cuda_sm90_128x256, _128x128 (gemm_kernels.h). */
+#define OPSI_GEMM_SM90_PROTO(ID, NAME, BN) \
+  ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_GEMM_SM90_KERNELS(OPSI_GEMM_SM90_PROTO)
+#undef OPSI_GEMM_SM90_PROTO
 /* Any SM >= 80, any strides: mma.sync (f16 / bf16) or strict f32 FMA. */
 ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args);
 /* Any SM >= 80, A K-major, A and B 16-byte aligned: mma.sync fed by a cp.async pipeline;

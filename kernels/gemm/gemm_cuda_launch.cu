@@ -12,9 +12,6 @@
 #include "kernels/gemm/gemv.cuh"
 #include "opslib/ops.h"
 
-/* runtime/error.h, which this target does not see: sets the thread's error message. */
-extern "C" ops_status opsi_fail(ops_status status, const char *fmt, ...);
-
 #define GEMM_TRY(expr)                   \
   do {                                   \
     const ops_status gemm_st_ = (expr);  \
@@ -42,19 +39,12 @@ OPSI_CP_EXTERN(float, false)
 OPSI_CP_EXTERN(float, true)
 #undef OPSI_CP_EXTERN
 
-#define OPSI_SM90_EXTERN(T, BN, B_MN)                                                                          \
-  extern template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                       \
-      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
-      const opsi::tile_order &, int, int, int, int, int, cudaStream_t);
-OPSI_SM90_EXTERN(__nv_bfloat16, 256, false)
-OPSI_SM90_EXTERN(__nv_bfloat16, 256, true)
-OPSI_SM90_EXTERN(__nv_bfloat16, 128, false)
-OPSI_SM90_EXTERN(__nv_bfloat16, 128, true)
-OPSI_SM90_EXTERN(__half, 256, false)
-OPSI_SM90_EXTERN(__half, 256, true)
-OPSI_SM90_EXTERN(__half, 128, false)
-OPSI_SM90_EXTERN(__half, 128, true)
-#undef OPSI_SM90_EXTERN
+/* gemm_sm90_<dtype>_<BN>_<layout>.cu (gemm_kernels.h's lists) */
+#define OPSI_SM90_EXTERN_B(ID, NAME, BN, T) \
+  extern OPSI_GEMM_SM90_TEMPLATE(T, BN, false) extern OPSI_GEMM_SM90_TEMPLATE(T, BN, true)
+#define OPSI_SM90_EXTERN(ID, NAME, BN) \
+  OPSI_SM90_EXTERN_B(ID, NAME, BN, __nv_bfloat16) OPSI_SM90_EXTERN_B(ID, NAME, BN, __half)
+OPSI_GEMM_SM90_KERNELS(OPSI_SM90_EXTERN)
 
 namespace {
 
@@ -90,9 +80,9 @@ bool pair_view(const opsi::gemm_view &v, int64_t batch, int32_t dtype) {
  * may be: a [1, N] row is then one N-major row, whatever its K stride). */
 bool b_n_major(const opsi::gemm_geom &g) { return g.b.sr != 1 && g.b.sc == 1; }
 
-ops_status cuda_status(cudaError_t e, const char *what) {
+ops_status cuda_status(const opsi_launch *ctx, cudaError_t e) {
   if (e == cudaSuccess) return OPS_OK;
-  return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: %s", what, cudaGetErrorString(e));
+  return opsi_launch_failed(ctx, OPS_ERR_CUDA, "launch", cudaGetErrorString(e), (int32_t)e);
 }
 
 /* ---- Hopper ---- */
@@ -108,15 +98,14 @@ CUresult map_3d(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner
 }
 
 /* map_3d for operand `what`, a failure as the call's error. */
-ops_status encode_map(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner, int64_t outer,
-                      int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer, const char *what) {
+ops_status encode_map(const opsi_launch *ctx, CUtensorMap *map, const void *base, int32_t dtype, int64_t inner,
+                      int64_t outer, int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer,
+                      const char *what) {
   const CUresult r = map_3d(map, base, dtype, inner, outer, s_outer, batch, s_batch, box_outer);
   if (r == CUDA_ERROR_NOT_FOUND) {
-    return opsi_fail(OPS_ERR_CUDA, "ops_gemm: %s: the driver has no cuTensorMapEncodeTiled", what);
+    return opsi_launch_failed(ctx, OPS_ERR_CUDA, what, "the driver has no cuTensorMapEncodeTiled", 0);
   }
-  if (r != CUDA_SUCCESS) {
-    return opsi_fail(OPS_ERR_CUDA, "ops_gemm: cuTensorMapEncodeTiled for %s failed (CUresult %d)", what, (int)r);
-  }
+  if (r != CUDA_SUCCESS) return opsi_launch_failed(ctx, OPS_ERR_CUDA, what, "cuTensorMapEncodeTiled failed", (int32_t)r);
   return OPS_OK;
 }
 
@@ -134,11 +123,11 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   const opsi::gemm_geom g = geom_of(a);
   const bool b_mn = b_n_major(g);
   CUtensorMap ma, mb, md;
-  GEMM_TRY(encode_map(&ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, opsi::sm90::BM, "a"));
+  GEMM_TRY(encode_map(ctx, &ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, opsi::sm90::BM, "the tensor map of a"));
   if (b_mn) {
-    GEMM_TRY(encode_map(&mb, g.b.p, a->b.dtype, g.n, g.k, g.b.sr, g.batch, g.b.sb, 64, "b"));
+    GEMM_TRY(encode_map(ctx, &mb, g.b.p, a->b.dtype, g.n, g.k, g.b.sr, g.batch, g.b.sb, 64, "the tensor map of b"));
   } else {
-    GEMM_TRY(encode_map(&mb, g.b.p, a->b.dtype, g.k, g.n, g.b.sc, g.batch, g.b.sb, BN, "b"));
+    GEMM_TRY(encode_map(ctx, &mb, g.b.p, a->b.dtype, g.k, g.n, g.b.sc, g.batch, g.b.sb, BN, "the tensor map of b"));
   }
   memset(&md, 0, sizeof md);
   const int d_tma = encode_store_map(&md, g) ? 1 : 0;
@@ -168,7 +157,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
   ctx->info->plan = d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
-  return cuda_status(e, "launch");
+  return cuda_status(ctx, e);
 }
 
 /* ---- portable ---- */
@@ -182,7 +171,9 @@ ops_status run_tiled(const opsi_launch *ctx, const opsi_gemm_args *a) {
   OPSI_DISPATCH_FLOAT(a->a.dtype, T,
                       e = opsi::launch_gemm_tiled<T>(g, mode_a, mode_b, (cudaStream_t)ctx->stream, ctx->info->grid,
                                                      ctx->info->block));
-  return cuda_status(e, "launch");
+  /* static shared memory, which the kernels declare in these sizes (gemm_tiled.cuh) */
+  ctx->info->smem_bytes = a->a.dtype == OPS_DTYPE_F32 ? OPSI_GEMM_FFMA_SMEM : OPSI_GEMM_MMA_SMEM;
+  return cuda_status(ctx, e);
 }
 
 template <typename T>
@@ -202,7 +193,7 @@ ops_status run_pipelined(const opsi_launch *ctx, const opsi_gemm_args *a) {
     case OPS_DTYPE_F16: e = launch_cp<__half>(g, stream, ctx->info); break;
     default: e = launch_cp<float>(g, stream, ctx->info); break;
   }
-  return cuda_status(e, "launch");
+  return cuda_status(ctx, e);
 }
 
 /* by_rows: N == 1, the matrix is A; else M == 1, the matrix is B^T. */
@@ -225,17 +216,16 @@ ops_status run_gemv(const opsi_launch *ctx, const opsi_gemm_args *a, int by_rows
   OPSI_DISPATCH_FLOAT(a->a.dtype, T,
                       e = opsi::launch_gemv<T>(g, v, ctx->sm_count, (cudaStream_t)ctx->stream, ctx->info->grid,
                                                ctx->info->block));
-  return cuda_status(e, "launch");
+  return cuda_status(ctx, e);
 }
 
 }  // namespace
 
-extern "C" ops_status opsi_gemm_cuda_sm90_128x256(const opsi_launch *ctx, const void *args) {
-  return run_sm90<256>(ctx, static_cast<const opsi_gemm_args *>(args));
-}
-extern "C" ops_status opsi_gemm_cuda_sm90_128x128(const opsi_launch *ctx, const void *args) {
-  return run_sm90<128>(ctx, static_cast<const opsi_gemm_args *>(args));
-}
+#define OPSI_SM90_LAUNCHER(ID, NAME, BN)                                                      \
+  extern "C" ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
+    return run_sm90<BN>(ctx, static_cast<const opsi_gemm_args *>(args));                       \
+  }
+OPSI_GEMM_SM90_KERNELS(OPSI_SM90_LAUNCHER)
 extern "C" ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args) {
   return run_tiled(ctx, static_cast<const opsi_gemm_args *>(args));
 }

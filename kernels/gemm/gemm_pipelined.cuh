@@ -23,12 +23,20 @@
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_PIPELINED_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_PIPELINED_CUH_
 
+#include "kernels/gemm/gemm_shape.h"
 #include "kernels/gemm/gemm_tiled.cuh"
 
 namespace opsi {
 namespace cpk {
 
-enum { BM = 128, BN = 128, STAGES = 4, THREADS = 256, ROW_BYTES = 64, PAD_BYTES = 16 };
+enum {
+  BM = OPSI_GEMM_CP_BM,
+  BN = OPSI_GEMM_CP_BN,
+  STAGES = OPSI_GEMM_CP_STAGES,
+  THREADS = OPSI_GEMM_CP_THREADS,
+  ROW_BYTES = OPSI_GEMM_CP_ROW_BYTES,
+  PAD_BYTES = OPSI_GEMM_CP_PAD_BYTES
+};
 
 template <typename T> struct cfg {
   static constexpr int VEC = 16 / sizeof(T);          /* elements a 16-byte copy */
@@ -40,6 +48,7 @@ template <typename T> struct cfg {
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
   static_assert(KT * NP * (int)sizeof(T) <= B_BYTES, "an N-major B tile fits its stage");
+  static_assert(SMEM_BYTES == OPSI_GEMM_CP_SMEM, "the rows' shared memory (gemm_shape.h)");
 };
 
 /* Copies a ROWS x COLS tile at (row0, col0) of src (element (r, c) at r * s_row + c) into sm

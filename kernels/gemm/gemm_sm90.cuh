@@ -1,22 +1,15 @@
 /*
- * The Hopper GEMM (sm_90a): D tile BM x BN per step of a persistent CTA.
+ * The Hopper GEMM (sm_90a): D tile BM x BN per step of a persistent CTA, warp-specialized,
+ * built from pieces:
+ *   gemm_sm90_cfg.cuh       the shape (gemm_shape.h), the shared-memory plan, the tile scheduler
+ *   gemm_sm90_load.cuh      the producer: TMA loads of A / B K blocks into a ring of stages
+ *   gemm_sm90_mma.cuh       the consumers' mainloop: wgmma, one group in flight
+ *   gemm_sm90_epilogue.cuh  the fused epilogues, from registers, TMA stores or staged
+ * The ring's state is ring_iter (kernels/common/sm90_async.cuh).
  *
- *   warpgroup 0, producer (setmaxnreg 40): one thread issues the TMA loads of each K block
- *     (A: BM x 64, K-major; B: BN x 64 K-major, or BN / 64 boxes of 64 x 64 N-major) into a
- *     ring of STAGES shared-memory stages, 128-byte swizzled; a stage's `full` mbarrier
- *     completes when its bytes have landed.
- *   warpgroups 1 and 2, consumers (setmaxnreg 232): 64 rows of the tile each; per K block,
- *     4 wgmma m64nBNk16 reading A and B from shared memory through descriptors, f32
- *     accumulators in registers (BN / 2 a thread). One wgmma group stays in flight: a stage
- *     is handed back (its `empty` mbarrier, one arrival per consumer warp) once the group
- *     after it was issued and it has completed.
- *   The epilogue runs in the consumers' registers while the producer already loads the next
- *   tile's first stages: a whole tile with 16-bit D whose epilogue operands can be read in
- *   column pairs is finished in registers (a plain one with any D). When D is 16-bit with
- *   16-byte aligned rows the result goes by stmatrix into shared memory and out by TMA
- *   stores (epilogue_tma) that drain while the next tile's mainloop runs, else the threads
- *   store it; any other tile goes through shared memory in chunks (epilogue_staged).
- * Tiles are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM.
+ * Warpgroup 0 is the producer (setmaxnreg LOAD_REGS, gemm_shape.h; one thread issues);
+ * warpgroups 1 and 2 are the consumers (setmaxnreg MMA_REGS), 64 rows of the tile each. Tiles
+ * are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM.
  * K, M and N tails: TMA fills out-of-range elements with zeros; stores are bounded.
  */
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_
@@ -27,335 +20,13 @@
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/gemm/gemm_gpu.cuh"
+#include "kernels/gemm/gemm_sm90_cfg.cuh"
+#include "kernels/gemm/gemm_sm90_epilogue.cuh"
+#include "kernels/gemm/gemm_sm90_load.cuh"
+#include "kernels/gemm/gemm_sm90_mma.cuh"
 
 namespace opsi {
 namespace sm90 {
-
-enum { BM = 128, BK = 64, THREADS = 384, SWIZZLE_BYTES = 1024 };
-/* The general epilogue walks a warpgroup's 64 x BN accumulators in chunks of EPI_COLS
- * columns through shared memory (rows padded to EPI_PITCH floats: the fragment's float2
- * stores are conflict-free per half warp). A consumer warpgroup's EPI_WG_BYTES hold that
- * staging or the two 64 x 64 16-bit buffers of its TMA stores. */
-enum { EPI_COLS = 32, EPI_PITCH = 40, EPI_WG_BYTES = 2 * 64 * 64 * 2 };
-static_assert(64 * EPI_PITCH * 4 <= EPI_WG_BYTES, "the staged epilogue fits a warpgroup's epilogue memory");
-
-template <int BN> struct cfg {
-  static constexpr int STAGES = BN == 256 ? 4 : 6;
-  static constexpr int A_BYTES = BM * BK * 2;
-  static constexpr int B_BYTES = BN * BK * 2;
-  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int BARRIER_BYTES = 2 * STAGES * 8; /* full and empty mbarrier a stage */
-  static constexpr int VEC_BYTES = 2 * BN * 2;          /* a column bias a consumer warpgroup, 16-bit */
-  /* stages, epilogue memory, bias, barriers; plus slack to align the stages to the swizzle
-   * atom (the epilogue buffers after them stay aligned) */
-  static constexpr int SMEM_BYTES = SWIZZLE_BYTES + STAGES * STAGE_BYTES + 2 * EPI_WG_BYTES + VEC_BYTES + BARRIER_BYTES;
-  static_assert(SMEM_BYTES <= 232448, "fits an sm_90 block's shared memory");
-};
-
-/* A whole tile of a plain GEMM (D = acc) with paired stores: the consumer thread's rows
- * row0 and row0 + 8, columns col0 + 8 j + {0, 1}. */
-template <int BN, typename O>
-__device__ __forceinline__ void store_plain(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
-                                            const float (&acc)[BN / 2]) {
-  O *d = static_cast<O *>(const_cast<void *>(g.d.p)) + bt * g.d.sb + row0 * g.d.sr + col0;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    O *p = d + r * 8 * g.d.sr;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) store2<O>(p + j * 8, acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
-  }
-}
-
-/* Two neighbouring 16-bit elements as floats (p aligned to 4 bytes). */
-template <typename O> __device__ __forceinline__ float2 load2(const O *p);
-template <> __device__ __forceinline__ float2 load2<__half>(const __half *p) {
-  return __half22float2(*reinterpret_cast<const __half2 *>(p));
-}
-template <> __device__ __forceinline__ float2 load2<__nv_bfloat16>(const __nv_bfloat16 *p) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
-}
-
-/* The activation of a 16-bit output. GELU (tanh) takes the
- * hardware tanh.approx.f32 (relative error 2^-10.99, below the output's rounding for bf16
- * and about it for f16) instead of tanhf's ~25 instructions: one MUFU op an element. */
-template <int ACT> __device__ __forceinline__ float act16(float x) {
-  if constexpr (ACT == OPS_ACT_GELU_TANH) {
-    const float u = 0.7978845608028654f * fmaf(0.044715f * x, x * x, x);
-    float t;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
-    const float h = 0.5f * x;
-    return fmaf(h, t, h);
-  } else {
-    return act_f(ACT, x);
-  }
-}
-
-/* What a register epilogue holds, decided once a call: EPI_PLAIN D = acc; EPI_ACT only the
- * activation; EPI_BIAS_VEC a column bias vector and the activation (nn.Linear's); both with
- * alpha 1; EPI_GENERAL any mix of alpha, beta C, a bias of any broadcast, the activation and
- * the residual. The narrow ones leave the per-pair tests of the general one out of the
- * unrolled loop. */
-enum { EPI_GENERAL = 0, EPI_BIAS_VEC = 1, EPI_ACT = 2, EPI_PLAIN = 3 };
-
-/* The fused epilogue of the consumer thread's pairs (rows row0 and row0 + 8, columns
- * col0 + 8 j + {0, 1}) with 16-bit operands: the fast path of a whole tile. Every operand is
- * read in column pairs (unit column stride, pairs aligned: the launcher's `pairs` bit 1), or,
- * for the bias only, as one value a row (column stride 0). A bias vector along the columns
- * (row stride 0, as nn.Linear's) goes through the warpgroup's shared memory `stage` (BN
- * elements, named barrier 1 + cw): each thread loaded its pair of the tile's columns
- * (`bias_pair`, BN / 2 threads) before the mainloop, where the load's latency hides, and
- * stores it there now (ncu: 39% of the stalls on L1TEX scoreboards when each thread loaded
- * its bias pairs here, with the accumulators holding 128 of the 168 registers). Each pair of
- * C / residual is read by the thread that then writes D there, before it does (C or
- * residual may be D). */
-template <typename O, int ACT, int MODE> struct pair_epilogue {
-  const O *c, *res, *bias, *vec;
-  bool bias_cols;
-  float brow[2];
-
-  __device__ __forceinline__ void init(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0, O *stage,
-                                       uint32_t bias_pair, int tile_cols, int cw) {
-    c = res = bias = vec = nullptr;
-    bias_cols = false;
-    brow[0] = brow[1] = 0.0f;
-    if (MODE == EPI_PLAIN || MODE == EPI_ACT) return;
-    if (MODE == EPI_GENERAL) {
-      c = g.c.p ? static_cast<const O *>(g.c.p) + bt * g.c.sb + row0 * g.c.sr + col0 : nullptr;
-      res = g.res.p ? static_cast<const O *>(g.res.p) + bt * g.res.sb + row0 * g.res.sr + col0 : nullptr;
-      bias = g.bias.p ? static_cast<const O *>(g.bias.p) + bt * g.bias.sb + row0 * g.bias.sr + col0 * g.bias.sc
-                      : nullptr;
-      bias_cols = g.bias.sc != 0;
-    }
-    if (MODE == EPI_BIAS_VEC || (bias != nullptr && bias_cols && g.bias.sr == 0)) {
-      const int t = threadIdx.x % 128;
-      asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory"); /* the last tile's reads are done */
-      if (2 * t < tile_cols) reinterpret_cast<uint32_t *>(stage)[t] = bias_pair;
-      asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-      vec = stage + (threadIdx.x % 4) * 2;
-    } else if (bias != nullptr && !bias_cols) {
-      brow[0] = to_f(bias[0]), brow[1] = to_f(bias[8 * g.bias.sr]);
-    }
-  }
-
-  /* Outputs (row0 + 8 r, col0 + 8 j + {0, 1}) from their accumulators a0, a1. */
-  __device__ __forceinline__ float2 operator()(const gemm_geom &g, int j, int r, float a0, float a1) const {
-    if (MODE == EPI_PLAIN) return make_float2(a0, a1);
-    if (MODE == EPI_ACT) return make_float2(act16<ACT>(a0), act16<ACT>(a1));
-    if (MODE == EPI_BIAS_VEC) {
-      const float2 bv = load2(vec + j * 8);
-      return make_float2(act16<ACT>(a0 + bv.x), act16<ACT>(a1 + bv.y));
-    }
-    const int64_t r8 = r * 8;
-    float v0 = g.alpha * a0, v1 = g.alpha * a1;
-    if (c != nullptr) {
-      const float2 cv = load2(c + r8 * g.c.sr + j * 8);
-      v0 = fmaf(g.beta, cv.x, v0), v1 = fmaf(g.beta, cv.y, v1);
-    }
-    if (vec != nullptr) {
-      const float2 bv = load2(vec + j * 8);
-      v0 += bv.x, v1 += bv.y;
-    } else if (bias != nullptr) {
-      if (bias_cols) {
-        const float2 bv = load2(bias + r8 * g.bias.sr + j * 8);
-        v0 += bv.x, v1 += bv.y;
-      } else {
-        v0 += brow[r], v1 += brow[r];
-      }
-    }
-    v0 = act16<ACT>(v0), v1 = act16<ACT>(v1);
-    if (res != nullptr) {
-      const float2 rv = load2(res + r8 * g.res.sr + j * 8);
-      v0 += rv.x, v1 += rv.y;
-    }
-    return make_float2(v0, v1);
-  }
-};
-
-/* The general fused epilogue of a whole tile stored straight from the registers, 16-bit D
- * (pairs aligned): D without a TMA store map. */
-template <int BN, typename O, int ACT>
-__device__ __forceinline__ void epilogue_regs(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
-                                              const float (&acc)[BN / 2], O *stage, uint32_t bias_pair, int cw) {
-  O *d = static_cast<O *>(const_cast<void *>(g.d.p)) + bt * g.d.sb + row0 * g.d.sr + col0;
-  pair_epilogue<O, ACT, EPI_GENERAL> e;
-  e.init(g, bt, row0, col0, stage, bias_pair, BN, cw);
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float2 v = e(g, j, r, acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
-      store2<O>(d + r * 8 * g.d.sr + j * 8, v.x, v.y);
-    }
-  }
-}
-
-/* The epilogue of a consumer warpgroup's 64 x BN half at (row_base, col_base) through TMA
- * stores, 16-bit D: chunks of 64 columns (128 bytes a row) go from the fragments through
- * pair_epilogue by stmatrix into one of the warpgroup's two 8 KB buffers, 128-byte swizzled
- * as the store's map (16-byte unit u of row i at u ^ (i % 8): each 8x8 matrix's rows land
- * in distinct banks), and one thread stores the chunk as a 64 x 64 box and goes on; a buffer
- * is rewritten once its store two chunks back has been read. The copy engine drains the
- * stores while the warpgroup starts its next tile's mainloop, and clips them at D's edges
- * (any tile may take this path when EPI_PLAIN). Named barrier 1 + cw. */
-template <int BN, typename O, int ACT, int MODE>
-__device__ __forceinline__ void epilogue_tma(const gemm_geom &g, const CUtensorMap *map_d, int64_t bt,
-                                             int64_t row_base, int64_t col_base, const float (&acc)[BN / 2],
-                                             uint8_t *out, O *stage, uint32_t bias_pair, int cw) {
-  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  pair_epilogue<O, ACT, MODE> e;
-  e.init(g, bt, row_base + warp * 16 + lane / 4, col_base + (lane % 4) * 2, stage, bias_pair, BN, cw);
-  const int q = lane / 8, x = lane % 8; /* this lane addresses row x of matrix q */
-  const uint32_t row_addr = smem_addr(out) + (uint32_t)(warp * 16 + (q % 2) * 8 + x) * 128;
-#pragma unroll
-  for (int ch = 0; ch < BN / 64; ++ch) {
-    if (t == 0) bulk_wait_read<1>();
-    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-#pragma unroll
-    for (int jp = 0; jp < 4; ++jp) {
-      uint32_t reg[4]; /* matrices (rows 0-7, 8-15) x (column groups j, j + 1) */
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int j = ch * 8 + jp * 2 + h;
-          const float2 v = e(g, j, r, acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
-          reg[h * 2 + r] = pack2<O>(v.x, v.y);
-        }
-      }
-      stmatrix_x4(row_addr + (ch % 2) * 8192 + ((uint32_t)((jp * 2 + q / 2) ^ x) << 4), reg[0], reg[1], reg[2],
-                  reg[3]);
-    }
-    fence_proxy_async();
-    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-    if (t == 0) {
-      if (row_base < g.m && col_base + ch * 64 < g.n) { /* a chunk wholly past an edge is not stored */
-        tma_store(map_d, out + (ch % 2) * 8192, (int32_t)(col_base + ch * 64), (int32_t)row_base, (int32_t)bt);
-      }
-      bulk_commit();
-    }
-  }
-}
-
-/* The activations of transformer MLPs have a register epilogue each (the activation a
- * constant in it); the others take the staged one. */
-__device__ __forceinline__ bool regs_act(int32_t act) {
-  return act == OPS_ACT_NONE || act == OPS_ACT_RELU || act == OPS_ACT_GELU_TANH || act == OPS_ACT_GELU_ERF ||
-         act == OPS_ACT_SILU;
-}
-
-/* The fused epilogue of a whole tile, 16-bit D, the activation a constant: through TMA
- * stores (buffers `out`) in the call's epilogue mode when D has a store map, else the
- * general one straight from the registers. */
-template <int BN, typename O, int ACT>
-__device__ __forceinline__ void epilogue_fused(const gemm_geom &g, const CUtensorMap *map_d, bool d_tma, int mode,
-                                               int64_t bt, int64_t row_base, int64_t col_base,
-                                               const float (&acc)[BN / 2], uint8_t *out, O *stage,
-                                               uint32_t bias_pair, int cw) {
-  if (!d_tma) {
-    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    epilogue_regs<BN, O, ACT>(g, bt, row_base + warp * 16 + lane / 4, col_base + (lane % 4) * 2, acc, stage,
-                              bias_pair, cw);
-  } else if (mode == EPI_BIAS_VEC) {
-    epilogue_tma<BN, O, ACT, EPI_BIAS_VEC>(g, map_d, bt, row_base, col_base, acc, out, stage, bias_pair, cw);
-  } else if (mode == EPI_ACT) {
-    epilogue_tma<BN, O, ACT, EPI_ACT>(g, map_d, bt, row_base, col_base, acc, out, stage, bias_pair, cw);
-  } else {
-    epilogue_tma<BN, O, ACT, EPI_GENERAL>(g, map_d, bt, row_base, col_base, acc, out, stage, bias_pair, cw);
-  }
-}
-
-template <int BN, typename O>
-__device__ __forceinline__ void epilogue_fused_act(const gemm_geom &g, const CUtensorMap *map_d, bool d_tma,
-                                                   int mode, int64_t bt, int64_t row_base, int64_t col_base,
-                                                   const float (&acc)[BN / 2], uint8_t *out, O *stage,
-                                                   uint32_t bias_pair, int cw) {
-#define OPSI_EPI_ACT(ACT) \
-  epilogue_fused<BN, O, ACT>(g, map_d, d_tma, mode, bt, row_base, col_base, acc, out, stage, bias_pair, cw)
-  switch (g.act) {
-    case OPS_ACT_RELU: OPSI_EPI_ACT(OPS_ACT_RELU); break;
-    case OPS_ACT_GELU_TANH: OPSI_EPI_ACT(OPS_ACT_GELU_TANH); break;
-    case OPS_ACT_GELU_ERF: OPSI_EPI_ACT(OPS_ACT_GELU_ERF); break;
-    case OPS_ACT_SILU: OPSI_EPI_ACT(OPS_ACT_SILU); break;
-    default: OPSI_EPI_ACT(OPS_ACT_NONE); break;
-  }
-#undef OPSI_EPI_ACT
-}
-
-/* The epilogue of a consumer warpgroup's 64 x BN tile at (row0, col0) for any call: chunks
- * of EPI_COLS columns go from the accumulator fragments to shared memory, then each thread
- * takes a pair of columns of every eighth row (a half warp covers a row segment: coalesced
- * C / bias / residual reads and D writes) through the element epilogue, in a loop the
- * compiler keeps rolled. `buf` is the warpgroup's staging area, which its TMA stores' buffers
- * share; named barrier 1 + cw. */
-template <int BN>
-__device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
-                                                const float (&acc)[BN / 2], float *buf, int cw) {
-  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int fr = warp * 16 + lane / 4, fc = (lane % 4) * 2;
-  /* the last tile's TMA stores may still read buf: their issuing thread waits, then the
-   * warpgroup meets */
-  if (t == 0) bulk_wait_read<0>();
-  asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-#pragma unroll
-  for (int ch = 0; ch < BN / EPI_COLS; ++ch) {
-#pragma unroll
-    for (int jj = 0; jj < EPI_COLS / 8; ++jj) {
-      const int j = ch * (EPI_COLS / 8) + jj;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        *reinterpret_cast<float2 *>(&buf[(fr + 8 * r) * EPI_PITCH + jj * 8 + fc]) =
-            make_float2(acc[j * 4 + r * 2], acc[j * 4 + r * 2 + 1]);
-      }
-    }
-    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-    const int pc = (t % (EPI_COLS / 2)) * 2;
-#pragma unroll 1
-    for (int row = t / (EPI_COLS / 2); row < 64; row += 128 / (EPI_COLS / 2)) {
-      const float2 v = *reinterpret_cast<const float2 *>(&buf[row * EPI_PITCH + pc]);
-      gemm_store_pair(g, bt, row0 + row, col0 + ch * EPI_COLS + pc, v.x, v.y);
-    }
-    asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
-  }
-}
-
-/* The epilogue of the 64-row half of a tile at (row_base, col_base) held by a consumer
- * warpgroup, its shared memory `epi` (EPI_WG_BYTES, 1024-aligned) and `stage` (BN 16-bit
- * elements). A plain half with a 16-bit D that has a store map (d_tma) goes through TMA
- * stores, whole or not; else a whole half is stored from registers: plain with any D
- * (pairs aligned), fused (see pair_epilogue) with 16-bit D, through TMA stores when it can;
- * anything else is staged through shared memory. */
-template <int BN>
-__device__ __forceinline__ void epilogue_half(const gemm_geom &g, const CUtensorMap *map_d, bool d_tma, int mode,
-                                              int64_t bt, int64_t row_base, int64_t col_base,
-                                              const float (&acc)[BN / 2], int32_t pairs, uint8_t *epi, void *stage,
-                                              uint32_t bias_pair, int cw) {
-  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  const int64_t row0 = row_base + warp * 16 + lane / 4, col0 = col_base + (lane % 4) * 2;
-  const bool whole = row_base + 64 <= g.m && col_base + BN <= g.n;
-  const bool fused = whole && pairs == 3 && regs_act(g.act);
-  if (g.plain && d_tma) {
-    if (g.d_dtype == OPS_DTYPE_BF16) {
-      epilogue_tma<BN, __nv_bfloat16, OPS_ACT_NONE, EPI_PLAIN>(g, map_d, bt, row_base, col_base, acc, epi, nullptr,
-                                                              0u, cw);
-    } else {
-      epilogue_tma<BN, __half, OPS_ACT_NONE, EPI_PLAIN>(g, map_d, bt, row_base, col_base, acc, epi, nullptr, 0u, cw);
-    }
-  } else if (g.plain && whole && (pairs & 1)) {
-    switch (g.d_dtype) {
-      case OPS_DTYPE_BF16: store_plain<BN, __nv_bfloat16>(g, bt, row0, col0, acc); break;
-      case OPS_DTYPE_F16: store_plain<BN, __half>(g, bt, row0, col0, acc); break;
-      default: store_plain<BN, float>(g, bt, row0, col0, acc); break;
-    }
-  } else if (fused && g.d_dtype == OPS_DTYPE_BF16) {
-    epilogue_fused_act<BN, __nv_bfloat16>(g, map_d, d_tma, mode, bt, row_base, col_base, acc, epi,
-                                          static_cast<__nv_bfloat16 *>(stage), bias_pair, cw);
-  } else if (fused && g.d_dtype == OPS_DTYPE_F16) {
-    epilogue_fused_act<BN, __half>(g, map_d, d_tma, mode, bt, row_base, col_base, acc, epi,
-                                   static_cast<__half *>(stage), bias_pair, cw);
-  } else {
-    epilogue_staged<BN>(g, bt, row_base, col_base, acc, reinterpret_cast<float *>(epi), cw);
-  }
-}
 
 /* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
  * every bt: a broadcast operand). pairs, bit 0: D's columns are unit-stride and every pair of
@@ -370,56 +41,29 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = cfg<BN>;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + SWIZZLE_BYTES - 1) & ~uintptr_t(SWIZZLE_BYTES - 1));
-  uint8_t *epi = smem + C::STAGES * C::STAGE_BYTES;
-  uint8_t *stage_vec = epi + 2 * EPI_WG_BYTES;
-  uint64_t *full = reinterpret_cast<uint64_t *>(stage_vec + C::VEC_BYTES);
-  uint64_t *empty = full + C::STAGES;
+  const smem_plan<BN> sm(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
   const int kblocks = (int)((g.k + BK - 1) / BK);
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 8); /* one arrival per consumer warp */
+      mbar_init(&sm.full[s], 1);
+      mbar_init(&sm.empty[s], 8); /* one arrival per consumer warp */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_LOAD_REGS));
     if (warp == 0 && lane == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
-      for (int64_t t = blockIdx.x; t < order.tiles; t += gridDim.x) {
-        int64_t bt;
-        int32_t tm, tn;
-        order.decode(t, &bt, &tm, &tn);
-        const int32_t ba = a_batched ? (int32_t)bt : 0, bb = b_batched ? (int32_t)bt : 0;
-        for (int kb = 0; kb < kblocks; ++kb) {
-          mbar_wait(&empty[stage], phase ^ 1);
-          uint8_t *sa = smem + stage * C::STAGE_BYTES, *sb = sa + C::A_BYTES;
-          mbar_expect_tx(&full[stage], C::STAGE_BYTES);
-          tma_load(sa, &map_a, &full[stage], kb * BK, tm * BM, ba);
-          if (B_MN) {
-#pragma unroll
-            for (int c = 0; c < BN / 64; ++c) {
-              tma_load(sb + c * 64 * BK * 2, &map_b, &full[stage], tn * BN + c * 64, kb * BK, bb);
-            }
-          } else {
-            tma_load(sb, &map_b, &full[stage], kb * BK, tn * BN, bb);
-          }
-          if (++stage == C::STAGES) stage = 0, phase ^= 1;
-        }
-      }
+      const producer<BN, B_MN> load{sm, &map_a, &map_b, a_batched, b_batched};
+      load.run(order, kblocks);
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_MMA_REGS));
     const int cw = wg - 1; /* rows cw * 64 .. of the tile */
-    int stage = 0;
-    uint32_t phase = 0;
+    ring_iter<C::STAGES> ring;
     float acc[BN / 2];
     /* a column bias vector read in pairs (see pair_epilogue): each tile's is loaded before
      * its mainloop */
@@ -429,43 +73,19 @@ __global__ void __launch_bounds__(THREADS, 1)
                      : g.bias.p == nullptr                           ? EPI_ACT
                      : bias_vec                                      ? EPI_BIAS_VEC
                                                                      : EPI_GENERAL;
-    for (int64_t t = blockIdx.x; t < order.tiles; t += gridDim.x) {
+    for (tile_scheduler ts(order); ts.valid(); ts.advance()) {
       int64_t bt;
       int32_t tm, tn;
-      order.decode(t, &bt, &tm, &tn);
+      ts.tile(&bt, &tm, &tn);
       uint32_t bias_pair = 0;
       const int64_t bias_col = (int64_t)tn * BN + 2 * (threadIdx.x % 128);
       if (bias_vec && 2 * (threadIdx.x % 128) < BN && bias_col + 1 < g.n) {
         bias_pair = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(g.bias.p) + bt * g.bias.sb +
                                                         bias_col);
       }
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-      int prev = -1;
-      for (int kb = 0; kb < kblocks; ++kb) {
-        mbar_wait(&full[stage], phase);
-        const uint32_t sa = smem_addr(smem + stage * C::STAGE_BYTES) + cw * 64 * BK * 2;
-        const uint32_t sb = smem_addr(smem + stage * C::STAGE_BYTES + C::A_BYTES);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-          const uint64_t da = smem_desc(sa + kk * 32, 16, 1024);
-          const uint64_t db = B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
-          wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
-        }
-        wgmma_commit();
-        if (prev >= 0) {
-          wgmma_wait<1>();
-          if (lane == 0) mbar_arrive(&empty[prev]);
-        }
-        prev = stage;
-        if (++stage == C::STAGES) stage = 0, phase ^= 1;
-      }
-      wgmma_wait<0>();
-      fence_regs(acc);
-      if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+      mma<T, BN, B_MN>(sm, ring, kblocks, cw, lane, acc);
       epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, (int64_t)tm * BM + cw * 64, (int64_t)tn * BN, acc, pairs,
-                        epi + cw * EPI_WG_BYTES, stage_vec + cw * BN * 2, bias_pair, cw);
+                        sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
     }
     if (threadIdx.x % 128 == 0) bulk_wait<0>(); /* the last TMA stores, before shared memory goes */
   }
@@ -493,7 +113,9 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 }  // namespace sm90
 }  // namespace opsi
 
-#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN)                                                            \
+/* One instantiation (the kernel sources, gemm_kernels.h's lists); `extern` before it declares it. */
+#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN) OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)
+#define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)                                                               \
   template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
       const opsi::tile_order &, int, int, int, int, int, cudaStream_t);

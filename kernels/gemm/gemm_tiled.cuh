@@ -18,6 +18,7 @@
 
 #include "kernels/common/mma_sync.cuh"
 #include "kernels/gemm/gemm_gpu.cuh"
+#include "kernels/gemm/gemm_shape.h"
 
 namespace opsi {
 
@@ -142,7 +143,8 @@ __device__ __forceinline__ void staged_k_loop(const gemm_geom &g, const tile_src
 /* ---- f16 / bf16: mma.sync ---- */
 
 namespace mma {
-enum { BM = 128, BN = 128, BK = 32, PITCH = BK + 8, THREADS = 256 };
+enum { BM = OPSI_GEMM_MMA_BM, BN = OPSI_GEMM_MMA_BN, BK = OPSI_GEMM_MMA_BK, PITCH = BK + 8, THREADS = OPSI_GEMM_MMA_THREADS };
+static_assert(2 * (BM + BN) * PITCH * 2 == OPSI_GEMM_MMA_SMEM, "the rows' shared memory (gemm_shape.h)");
 }
 
 /* The epilogue of the mma.sync kernels' 2 x 4 warps of 64 x 32 outputs (m16n8 fragments):
@@ -205,7 +207,8 @@ __global__ void __launch_bounds__(mma::THREADS) gemm_mma_kernel(const gemm_geom 
 /* ---- f32: strict FFMA ---- */
 
 namespace ffma {
-enum { BM = 64, BN = 64, BK = 16, PITCH = BK + 1, THREADS = 256 };
+enum { BM = OPSI_GEMM_FFMA_BM, BN = OPSI_GEMM_FFMA_BN, BK = OPSI_GEMM_FFMA_BK, PITCH = BK + 1, THREADS = OPSI_GEMM_FFMA_THREADS };
+static_assert(2 * (BM + BN) * PITCH * 4 == OPSI_GEMM_FFMA_SMEM, "the rows' shared memory (gemm_shape.h)");
 }
 
 /* Grid: (tiles_m, tiles_n, batch). Thread (ty, tx) of 16 x 16 owns rows ty + 16 r, columns

@@ -3,7 +3,7 @@
 #ifndef OPSLIB_KERNELS_NORM_ROWS_CPU_H_
 #define OPSLIB_KERNELS_NORM_ROWS_CPU_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 
 ops_status opsi_norm_cpu(const opsi_launch *ctx, const void *args);
 ops_status opsi_softmax_cpu(const opsi_launch *ctx, const void *args);

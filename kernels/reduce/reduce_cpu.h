@@ -2,7 +2,7 @@
 #ifndef OPSLIB_KERNELS_REDUCE_REDUCE_CPU_H_
 #define OPSLIB_KERNELS_REDUCE_REDUCE_CPU_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 
 ops_status opsi_reduce_cpu(const opsi_launch *ctx, const void *args);
 

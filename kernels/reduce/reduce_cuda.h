@@ -2,7 +2,7 @@
 #ifndef OPSLIB_KERNELS_REDUCE_REDUCE_CUDA_H_
 #define OPSLIB_KERNELS_REDUCE_REDUCE_CUDA_H_
 
-#include "kernels/common/launch.h"
+#include "core/launch.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -206,9 +206,8 @@ __device__ __forceinline__ void column_walk_op(const T *x, int64_t rs, int64_t l
 }
 
 /* Each thread: VEC adjacent columns over one chunk of rows (column_walk). 2 blocks of 256 an
- * SM, one wave: on the H100 (16384 x 4096 bf16) 83% of copy with 16 rows in flight a thread,
- * against 77% for 8 rows and 3 blocks, 73% for 8 rows and 4 blocks, 61% for 4 rows and 6
- * blocks (same run). The chunks' partials go to the workspace, folded by a second kernel. */
+ * SM, one wave, 16 rows in flight a thread (the best of the shapes bench/RESULTS.md compares).
+ * The chunks' partials go to the workspace, folded by a second kernel. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geom g) {
   const int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
@@ -241,9 +240,8 @@ __global__ void __launch_bounds__(256, 2) reduce_columns_kernel(const reduce_geo
  * rows l, l + 8, ... of its quarter (column_walk); the block's warps are folded in warp order
  * through shared memory; block rank 0 folds the cluster's band sums in rank order, reading the
  * other blocks' shared memory (DSMEM), and writes the outputs: no workspace, no second kernel
- * (whose launch and latency-bound fold cost ~5 us of 55 at 16384 x 4096), no atomics. On the
- * H100 (16384 x 4096 bf16, one run) a warp across the band took 49.9 us, 16 threads (256 B a
- * row) 50.3, 8 threads 54.1; 4 or 8 blocks a cluster the same, 2 too few (68). Launched with
+ * (whose launch and latency-bound fold the two-kernel path pays), no atomics. A warp across
+ * the band and 4 blocks a cluster: bench/RESULTS.md compares the alternatives. Launched with
  * the cluster shape at run time: the sm_80 build of this file has an empty body, and the row
  * is never chosen below sm_90. */
 template <typename T, int VEC>

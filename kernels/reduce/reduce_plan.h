@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/common/launch.h"
+#include "core/problem.h"
 
 #ifdef __cplusplus
 extern "C" {

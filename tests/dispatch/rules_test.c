@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "capabilities/rows.h"
+#include "dispatch/dispatch.h"
 #include "dispatch/rules.h"
 #include "opslib/opslib.h"
 #include "runtime/handle_internal.h"
@@ -116,8 +117,44 @@ static void a_pin_excludes_the_others(void **state) {
   ops_handle_destroy(h);
 }
 
+/* Launchers name what failed (core/launch.h); the dispatch layer writes the message. */
+static ops_status fails_naming(const opsi_launch *ctx, const void *args) {
+  (void)args;
+  return opsi_launch_failed(ctx, OPS_ERR_CUDA, "the tensor map of k", "cuTensorMapEncodeTiled failed", 1);
+}
+static ops_status fails_plainly(const opsi_launch *ctx, const void *args) {
+  (void)args;
+  return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the pair kernel got a call its row excludes", NULL, 0);
+}
+static ops_status succeeds(const opsi_launch *ctx, const void *args) {
+  (void)ctx, (void)args;
+  return OPS_OK;
+}
+
+static void launch_failures_become_messages(void **state) {
+  (void)state;
+  opsi_kernel_row row;
+  memset(&row, 0, sizeof row);
+  row.name = "fake_kernel";
+  row.backend = OPS_DEVICE_CPU;
+  opsi_launch_info info;
+  memset(&info, 0, sizeof info);
+  const opsi_launch ctx = {NULL, 0, NULL, NULL, 0, &info};
+  row.launch = fails_naming;
+  assert_int_equal(opsi_run_row("ops_sdpa", &row, &ctx, NULL), OPS_ERR_CUDA);
+  assert_string_equal(ops_last_error(),
+                      "ops_sdpa: fake_kernel: the tensor map of k: cuTensorMapEncodeTiled failed (error 1)");
+  row.launch = fails_plainly;
+  assert_int_equal(opsi_run_row("ops_sdpa", &row, &ctx, NULL), OPS_ERR_INTERNAL);
+  assert_string_equal(ops_last_error(), "ops_sdpa: fake_kernel: the pair kernel got a call its row excludes");
+  row.launch = succeeds; /* a success leaves no stale failure behind */
+  assert_int_equal(opsi_run_row("ops_sdpa", &row, &ctx, NULL), OPS_OK);
+  assert_null(info.error.what);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(launch_failures_become_messages),
       cmocka_unit_test(each_rule_reaches_its_reason),
       cmocka_unit_test(every_reason_has_a_name),
       cmocka_unit_test(a_pin_excludes_the_others),

@@ -17,6 +17,8 @@ typedef struct {
   char kernel[64];
   int n;
   char features[MAX_FEATURES][24];
+  int launches;       /* CUDA launches whose geometry was held to the row */
+  char mismatch[160]; /* the first launch that broke its row's claim, in words */
 } seen_kernel;
 
 static seen_kernel g_seen[MAX_KERNELS];
@@ -58,9 +60,35 @@ void opst_coverage_note(const char *kernel, const char *problem) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* What a CUDA launch used against what its row claims: for the kernels whose shape is fixed
+ * (attention and GEMM: one block size, one shared-memory size, one cluster size a kernel),
+ * equal; for the others, whose rows state the most a launch takes (row-group sizes, static
+ * reduction buffers), at most that. */
+static void hold_to_row(seen_kernel *k, const ops_profile_record *r) {
+  ops_kernel_info info;
+  info.struct_size = sizeof info;
+  if (r->device.type != OPS_DEVICE_CUDA || ops_kernel_info_by_name(r->kernel_name, &info) != OPS_OK) return;
+  const int threads = r->block[0] * r->block[1] * r->block[2];
+  const int fixed = info.op == OPS_OP_SDPA || info.op == OPS_OP_GEMM;
+  const int ok = fixed ? threads == info.threads && r->smem_bytes == info.smem_bytes &&
+                             r->cluster_blocks == info.cluster_blocks
+                       : threads <= info.threads && r->smem_bytes <= info.smem_bytes && r->cluster_blocks <= info.cluster_blocks;
+  ++k->launches;
+  if (!ok && k->mismatch[0] == '\0') {
+    snprintf(k->mismatch, sizeof k->mismatch,
+             "launched %d threads, %d B of shared memory, clusters of %d; its row claims %s%d, %s%d, %s%d", threads,
+             r->smem_bytes, r->cluster_blocks, fixed ? "" : "<= ", info.threads, fixed ? "" : "<= ",
+             info.smem_bytes, fixed ? "" : "<= ", info.cluster_blocks);
+  }
+}
+
 static void record(const ops_profile_record *r, void *user) {
   (void)user;
   opst_coverage_note(r->kernel_name, r->problem);
+  pthread_mutex_lock(&g_lock);
+  seen_kernel *k = kernel_slot(r->kernel_name);
+  if (k != NULL) hold_to_row(k, r);
+  pthread_mutex_unlock(&g_lock);
 }
 
 void opst_coverage_start(ops_handle h) {
@@ -88,6 +116,10 @@ void opst_coverage_check(const char *test_target) {
       ++missing;
       continue;
     }
+    if (k->mismatch[0] != '\0') {
+      print_error("%s: %s\n", info.name, k->mismatch);
+      ++missing;
+    }
     const char *s = info.features;
     while (*s) {
       const char *end = strchr(s, ',');
@@ -103,7 +135,11 @@ void opst_coverage_check(const char *test_target) {
       s = end ? end + 2 : s + len;
     }
   }
-  printf("[ COVERAGE ] %d kernel(s) tested by %s: %s\n", checked, test_target,
-         missing ? "features missing" : "every claimed feature exercised");
+  int held = 0;
+  for (int j = 0; j < g_count; ++j) held += g_seen[j].launches > 0;
+  printf("[ COVERAGE ] %d kernel(s) tested by %s: %s; %d kernel(s)' launches held to their rows' block, "
+         "shared memory and cluster\n",
+         checked, test_target, missing ? "features missing or launches off their rows" : "every claimed feature exercised",
+         held);
   if (checked == 0 || missing > 0) fail();
 }

@@ -1,17 +1,14 @@
 /*
- * What a kernel row's functions receive: the problem (the dispatcher's summary of a call,
- * which decides eligibility, cost and workspace) and the launch context (stream,
- * workspace). Each op family defines its own argument struct beside its kernels
- * (e.g. kernels/flash/sdpa_args.h); a launch function receives it as `const void *`.
+ * The dispatcher's vocabulary, which the capability rows, the dispatch layer and the kernels'
+ * workspace functions share: the features a call uses (OPSI_F_*), the problem (the
+ * dispatcher's summary of one call, which decides eligibility, cost and workspace) and which
+ * of its dims holds what, per op. Plain C data; nothing here knows about kernels.
  */
-#ifndef OPSLIB_KERNELS_COMMON_LAUNCH_H_
-#define OPSLIB_KERNELS_COMMON_LAUNCH_H_
+#ifndef OPSLIB_CORE_PROBLEM_H_
+#define OPSLIB_CORE_PROBLEM_H_
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "opslib/handle.h"
-#include "opslib/status.h"
 
 /* Features a call uses; a kernel row lists the ones it supports. */
 enum {
@@ -66,25 +63,6 @@ enum { OPSI_ROWS_ROWS, OPSI_ROWS_COLS };          /* layernorm, rmsnorm, softmax
 enum { OPSI_EW_NUMEL, OPSI_EW_NDIM, OPSI_EW_INPUTS }; /* sin_affine, unary, binary */
 enum { OPSI_REDUCE_OUT, OPSI_REDUCE_INNER, OPSI_REDUCE_NDIM };
 
-/* What a CUDA launcher reports of its launch (for the profiler); CPU launchers leave 0. */
-typedef struct opsi_launch_info {
-  int32_t grid[3];
-  int32_t block[3];
-  int32_t smem_bytes;
-  const char *plan; /* the launch variant it took, in the words of its row's plan function
-                       (static storage); NULL: the kernel has one way to run */
-} opsi_launch_info;
-
-typedef struct opsi_launch {
-  ops_handle handle;
-  int32_t sm_count; /* the device's multiprocessors, for grid sizing */
-  void *stream;     /* cudaStream_t */
-  void *workspace;
-  size_t workspace_bytes;
-  opsi_launch_info *info; /* filled by the launcher */
-} opsi_launch;
-
-typedef ops_status (*opsi_launch_fn)(const opsi_launch *ctx, const void *args);
 typedef size_t (*opsi_workspace_fn)(const opsi_problem *problem);
 
-#endif /* OPSLIB_KERNELS_COMMON_LAUNCH_H_ */
+#endif /* OPSLIB_CORE_PROBLEM_H_ */

@@ -1,0 +1,41 @@
+/*
+ * The attention call as every CUDA attention kernel reads it: one plain C struct, built once
+ * by the dispatch layer (dispatch/op_sdpa.c) from the validated call and passed to the kernel
+ * by value. Everything the call's normalization decides is settled here, so that no launcher
+ * or kernel re-derives it: the 4-D views (varlen as a batch stride of 0), the scale in the
+ * log2 domain, window sides clamped to what can cut keys, and whether the rows are aligned
+ * for 16-byte copies.
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_GEOM_H_
+#define OPSLIB_KERNELS_FLASH_SDPA_GEOM_H_
+
+#include <stdint.h>
+
+/* A 4-D [B, S, H, D] operand: element (b, s, h, d) at p + b * sb + s * ss + h * sh + d * sd
+ * (varlen: sb = 0 and s counts from the sequence's start in the packed tensor). */
+typedef struct opsi_sdpa_view {
+  const void *p;
+  int64_t sb, ss, sh, sd;
+} opsi_sdpa_view;
+
+typedef struct opsi_sdpa_geom {
+  opsi_sdpa_view q, k, v, o;
+  float *lse;             /* NULL when absent; element (b, h, s) at b * lb + h * lh + s * ls */
+  int64_t lb, lh, ls;
+  const void *mask;       /* NULL when absent; (b, h, i, j) at b * mb + h * mh + i * mi + j * mj */
+  int64_t mb, mh, mi, mj;
+  int32_t mask_dtype;
+  const int32_t *cu_q;    /* varlen: cu_seqlens on the device (element strides cu_sq, cu_sk) */
+  const int32_t *cu_k;
+  int64_t cu_sq, cu_sk;
+  int32_t batch, heads_q, group; /* group = Hq / Hkv */
+  int32_t seqlen_q, seqlen_k;    /* varlen: the max_seqlen bounds */
+  int32_t d, dv;
+  float scale_log2;              /* scale * log2(e) */
+  int32_t window_left, window_right; /* -1: unbounded, also for a side wider than every key
+                                        (left >= Sk, right >= Sq), which keeps the kernels'
+                                        int sums of window edges in range */
+  int32_t aligned; /* q, k, v, o: unit-stride rows, 16-byte aligned base and strides */
+} opsi_sdpa_geom;
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_GEOM_H_ */

@@ -1,0 +1,89 @@
+/*
+ * The Hopper attention's producer: one thread of warpgroup 0 issues every TMA load of a block.
+ * For each work tile, the Q tile (once the consumers' last S of the previous tile has read
+ * it: q_empty), then each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns,
+ * 128-byte swizzled) into the ring of STAGES; K and V complete, and are handed back, on their
+ * own mbarriers, and K runs a key tile ahead of V (K_t+1, then V_t): S = Q K^T starts before V
+ * has landed, the next K loads as soon as S has read the last one, and V, held a tile longer
+ * (its P V runs under the next softmax), does not hold K back. The thread waits suspended on
+ * the mbarriers, leaving the issue slots of its scheduler to the consumer warps.
+ * In a cluster of two (CL 2), each producer loads its half of every K / V tile's rows into
+ * both blocks (TMA multicast, completing on each block's full barrier).
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_LOAD_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_SM90_LOAD_CUH_
+
+#include "kernels/flash/sdpa_sm90_cfg.cuh"
+#include "kernels/flash/sdpa_sm90_sched.cuh"
+
+namespace opsi {
+namespace fa3 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <typename C, int CL> struct producer {
+  const smem_plan<C> sm;
+  const CUtensorMap *map_q, *map_k, *map_v;
+  int mine; /* in a cluster, the first of my half of a tile's rows */
+
+  /* the n-th key tile's K or V (rows from `row`, KV head hk) into its stage, once free */
+  __device__ __forceinline__ void load_kv(const CUtensorMap *map, uint8_t *buf, uint64_t *full, uint64_t *empty,
+                                          ring_pos<STAGES> pos, int32_t row, int hk, int bmap) const {
+    using namespace opsi::sm90;
+    constexpr int DP = C::DP, BN = C::BN;
+    const int st = pos.stage();
+    mbar_wait<1000000>(&empty[st], pos.empty_parity());
+    mbar_expect_tx(&full[st], C::KV_BYTES);
+#pragma unroll
+    for (int c = 0; c < DP / 64; ++c) {
+      uint8_t *dst = buf + st * C::KV_BYTES + c * BN * 128 + mine * 128;
+      if constexpr (CL == 1) {
+        tma_load_4d(dst, map, &full[st], c * 64, row, hk, bmap);
+      } else { /* my half of the rows (the map's box), into both blocks */
+        tma_load_4d_multicast(dst, map, &full[st], c * 64, row + mine, hk, bmap, 0x3);
+      }
+    }
+  }
+
+  /* the tn-th work tile's Q, once the consumers are done with the previous one */
+  __device__ __forceinline__ void load_q(const sdpa_work &w, int tn, int bmap) const {
+    using namespace opsi::sm90;
+    mbar_wait<1000000>(sm.q_empty, (tn & 1) ^ 1);
+    mbar_expect_tx(sm.q_full, C::Q_BYTES);
+#pragma unroll
+    for (int c = 0; c < C::DP / 64; ++c) {
+      tma_load_4d(sm.q + c * C::BM * 128, map_q, sm.q_full, c * 64, (int32_t)(w.s.q0 + w.i_lo), w.h, bmap);
+    }
+  }
+
+  /* every work tile of the block, in the scheduler's order */
+  __device__ __forceinline__ void run(const sdpa_geom &g, int64_t tiles) const {
+    constexpr int BN = C::BN;
+    int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
+    for (tile_scheduler<C::BM, BN> ts(tiles); ts.valid(); ts.advance()) {
+      const sdpa_work w = ts.work(g);
+      if (w.empty()) continue;
+      const sdpa_seq &s = w.s;
+      const int hk = w.h / g.group, bmap = g.cu_q == nullptr ? w.b : 0; /* varlen maps: batch axis of 1 */
+      const int t_begin = w.t_begin, t_end = w.t_end;
+      load_q(w, tn, bmap);
+      for (int t = t_begin; t < t_end; ++t, ++kv) {
+        load_kv(map_k, sm.k, sm.k_full, sm.k_empty, ring_pos<STAGES>{kv}, (int32_t)(s.k0 + t * BN), hk, bmap);
+        if (t > t_begin) {
+          load_kv(map_v, sm.v, sm.v_full, sm.v_empty, ring_pos<STAGES>{kv - 1}, (int32_t)(s.k0 + (t - 1) * BN), hk,
+                  bmap);
+        }
+      }
+      if (t_end > t_begin) {
+        load_kv(map_v, sm.v, sm.v_full, sm.v_empty, ring_pos<STAGES>{kv - 1}, (int32_t)(s.k0 + (t_end - 1) * BN), hk,
+                bmap);
+      }
+      ++tn;
+    }
+  }
+};
+#endif
+
+}  // namespace fa3
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_LOAD_CUH_ */

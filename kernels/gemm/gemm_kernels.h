@@ -1,0 +1,26 @@
+/*
+ * The Hopper GEMM kernels, listed once. Each entry of OPSI_GEMM_SM90_KERNELS is one kernel
+ * with one capability row and one launcher (extern "C" opsi_gemm_cuda_sm90_<NAME>), built
+ * for every dtype of OPSI_GEMM_SM90_DTYPES and every B layout of OPSI_GEMM_SM90_B_LAYOUTS (the
+ * launcher picks the layout at run time) as one explicit instantiation a source file,
+ * kernels/gemm/gemm_sm90_<dtype>_<BN>_<layout>.cu, which tools/gen_kernel_sources.py writes
+ * from these lists (//tests/tools:kernel_sources_test fails when the files and the lists
+ * differ). The rows (capabilities/gemm_rows.c), the prototypes (gemm_cuda.h), the launchers
+ * and their extern template declarations (gemm_cuda_launch.cu) expand the same lists.
+ */
+#ifndef OPSLIB_KERNELS_GEMM_GEMM_KERNELS_H_
+#define OPSLIB_KERNELS_GEMM_GEMM_KERNELS_H_
+
+/* X(SUFFIX, T) */
+#define OPSI_GEMM_SM90_DTYPES(X) X(bf16, __nv_bfloat16) X(f16, __half)
+
+/* X(SUFFIX, B_MN): B K-major, or N-major (row-major [K, N]) */
+#define OPSI_GEMM_SM90_B_LAYOUTS(X) X(bk, false) X(bmn, true)
+
+/* X(ID, NAME, BN): tiles of 128 x BN (gemm_shape.h gives each BN its stages). Row order is
+ * rank order on ties. */
+#define OPSI_GEMM_SM90_KERNELS(X)                               \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, 128x256, 256)           \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, 128x128, 128)
+
+#endif /* OPSLIB_KERNELS_GEMM_GEMM_KERNELS_H_ */

@@ -1,0 +1,56 @@
+/*
+ * The Hopper GEMM's producer: one thread of warpgroup 0 issues the TMA loads of each K block
+ * of every tile the block walks (A: BM x BK, K-major; B: BN x BK K-major, or BN / 64 boxes of
+ * 64 x 64 N-major) into the ring of STAGES shared-memory stages, 128-byte swizzled; a stage's
+ * full mbarrier completes when its bytes have landed, and the producer waits for its empty
+ * mbarrier (the consumers' hand-back) before refilling it.
+ */
+#ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_LOAD_CUH_
+#define OPSLIB_KERNELS_GEMM_GEMM_SM90_LOAD_CUH_
+
+#include "kernels/gemm/gemm_sm90_cfg.cuh"
+
+namespace opsi {
+namespace sm90 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
+ * every bt: a broadcast operand). */
+template <int BN, bool B_MN> struct producer {
+  const smem_plan<BN> sm;
+  const CUtensorMap *map_a, *map_b;
+  int32_t a_batched, b_batched;
+
+  __device__ __forceinline__ void run(const tile_order &order, int kblocks) const {
+    using C = cfg<BN>;
+    ring_iter<C::STAGES> ring;
+    for (tile_scheduler ts(order); ts.valid(); ts.advance()) {
+      int64_t bt;
+      int32_t tm, tn;
+      ts.tile(&bt, &tm, &tn);
+      const int32_t ba = a_batched ? (int32_t)bt : 0, bb = b_batched ? (int32_t)bt : 0;
+      for (int kb = 0; kb < kblocks; ++kb) {
+        const int stage = ring.stage;
+        mbar_wait(&sm.empty[stage], ring.phase ^ 1);
+        uint8_t *sa = sm.stages + stage * C::STAGE_BYTES, *sb = sa + C::A_BYTES;
+        mbar_expect_tx(&sm.full[stage], C::STAGE_BYTES);
+        tma_load(sa, map_a, &sm.full[stage], kb * BK, tm * BM, ba);
+        if (B_MN) {
+#pragma unroll
+          for (int c = 0; c < BN / 64; ++c) {
+            tma_load(sb + c * 64 * BK * 2, map_b, &sm.full[stage], tn * BN + c * 64, kb * BK, bb);
+          }
+        } else {
+          tma_load(sb, map_b, &sm.full[stage], kb * BK, tn * BN, bb);
+        }
+        ring.advance();
+      }
+    }
+  }
+};
+#endif
+
+}  // namespace sm90
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_LOAD_CUH_ */

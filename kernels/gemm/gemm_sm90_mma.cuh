@@ -1,0 +1,55 @@
+/*
+ * The Hopper GEMM's consumers: warpgroups 1 and 2, 64 rows of the tile each. Per K block, 4
+ * wgmma m64nBNk16 reading A and B from shared memory through descriptors, f32 accumulators in
+ * registers (BN / 2 a thread). One wgmma group stays in flight: a stage is handed back (its
+ * empty mbarrier, one arrival per consumer warp) once the group after it was issued and it has
+ * completed.
+ */
+#ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
+#define OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
+
+#include "kernels/common/wgmma_ops.cuh"
+#include "kernels/gemm/gemm_sm90_cfg.cuh"
+
+namespace opsi {
+namespace sm90 {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The mainloop of one tile into acc (rows cw * 64 .. of the tile), continuing the ring. */
+template <typename T, int BN, bool B_MN>
+__device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::STAGES> &ring, int kblocks, int cw,
+                                    int lane, float (&acc)[BN / 2]) {
+  using C = cfg<BN>;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  int prev = -1;
+  for (int kb = 0; kb < kblocks; ++kb) {
+    const int stage = ring.stage;
+    mbar_wait(&sm.full[stage], ring.phase);
+    const uint32_t sa = smem_addr(sm.stages + stage * C::STAGE_BYTES) + cw * 64 * BK * 2;
+    const uint32_t sb = smem_addr(sm.stages + stage * C::STAGE_BYTES + C::A_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const uint64_t da = smem_desc(sa + kk * 32, 16, 1024);
+      const uint64_t db = B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
+      wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
+    }
+    wgmma_commit();
+    if (prev >= 0) {
+      wgmma_wait<1>();
+      if (lane == 0) mbar_arrive(&sm.empty[prev]);
+    }
+    prev = stage;
+    ring.advance();
+  }
+  wgmma_wait<0>();
+  fence_regs(acc);
+  if (prev >= 0 && lane == 0) mbar_arrive(&sm.empty[prev]);
+}
+#endif
+
+}  // namespace sm90
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_ */

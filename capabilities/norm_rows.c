@@ -7,7 +7,7 @@
 
 #define NORM_FLAGS (OPSI_F_BIAS | OPSI_F_RESIDUAL | OPSI_F_RESIDUAL_OUT | OPSI_F_STATS_OUT | OPSI_F_STRIDED)
 
-/* ---- CUDA rows (kernels/norm/rows_gpu.cuh; work layout in rows_plan.c) ---------------- */
+/* ---- CUDA rows (kernels/norm/rows_*.cuh; work layout in rows_plan.c) ---------------- */
 
 #define ROWS_CUDA_COMMON                                                                       \
   OPSI_CUDA_ROW_COMMON, .variants = OPSI_ALL_VARIANTS, .stages = 0, .deterministic = 1,        \
@@ -33,8 +33,7 @@
       .flags = (features) & ~OPSI_F_STRIDED, .fuses = (fused), .align = 16,                                    \
       .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .dim_max = {[OPSI_ROWS_COLS] = OPSI_ROWS_FWD_MAX_COLS},          \
       .threads = 1024, .vector_bytes = 16, .efficiency = 0.90f, .bytes_factor = 1.0f,                           \
-      .roles = {{"row groups", 32, "1..32 warps per row: the fewest whose threads hold <= 64 bytes each, "    \
-                                   "as loaded (4 vectors); 256 threads or one row per block"}},            \
+      .roles = {{"row groups", 32, "1..32 warps a row, the fewest whose threads hold <= 64 bytes (4 vectors)"}}, \
       .smem_layout = "128 B: one partial per warp for the row's cross-warp reduction", .smem_bytes = 128,      \
       .reduction_order = FWD_ORDER(stats), .workspace_formula = "0", .launch = opsi_rows_cuda_block_vec16,      \
   },                                                                                                           \
@@ -63,8 +62,7 @@
       .flags = (features) & ~OPSI_F_STRIDED, .fuses = (fused), .align = 16,                                    \
       .dim_multiple = {[OPSI_ROWS_COLS] = 8}, .threads = 256, .vector_bytes = 16, .efficiency = 0.85f,         \
       .bytes_factor = 1.5f,                                                                                    \
-      .roles = {{"slice blocks", 8, "a block per 8192-element slice of a row, 16-byte loads 4 deep: stats "    \
-                                    "pass, then apply pass (the row is read twice)"}},                     \
+      .roles = {{"slice blocks", 8, "a block per 8192-element slice, 16-byte loads 4 deep: stats, then apply"}}, \
       .smem_layout = "64 B: per-warp partials of the slice", .smem_bytes = 64,                                 \
       .reduction_order = "per slice: lane-strided partials, butterfly, warps in order; slices merged in order",\
       .workspace_formula = "rows * slices * 8 bytes, slices = ceil(N / 8192)",                                 \
@@ -86,8 +84,7 @@
       .flags = (features) & ~OPSI_F_STRIDED, .align = 16, .dim_multiple = {[OPSI_ROWS_COLS] = 8},              \
       .dim_max = {[OPSI_ROWS_COLS] = (max_cols)}, .threads = 1024, .vector_bytes = 16, .efficiency = 0.85f,    \
       .bytes_factor = 1.05f,                                                                                   \
-      .roles = {{"row groups", 32, "1..32 warps per row, the fewest whose threads hold " held_text "; "        \
-                                   "about 128K threads of groups, each walking every groups-th row"}},     \
+      .roles = {{"row groups", 32, "1..32 warps a row, the fewest whose threads hold " held_text}}, \
       .smem_layout = "256 B: two partials per warp (the row's two sums reduced together)", .smem_bytes = 256, \
       .reduction_order = BWD_ORDER,                                                                            \
       .workspace_formula = "groups * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",         \
@@ -97,8 +94,7 @@
       .id = ID##_BLOCK, .name = "cuda_" OPNAME "_block", .op = OPID, ROWS_CUDA_COMMON, .flags = (features),   \
       .align = 1, .dim_max = {[OPSI_ROWS_COLS] = (max_cols)}, .threads = 1024, .vector_bytes = 0,              \
       .efficiency = 0.45f, .bytes_factor = 1.05f,                                                              \
-      .roles = {{"row groups", 32, "1..32 warps per row, one element per load at any stride; threads hold "    \
-                held_text}},                                                                                \
+      .roles = {{"row groups", 32, "1..32 warps a row, one element a load at any stride; <= " held_text}}, \
       .smem_layout = "256 B: two partials per warp (the row's two sums reduced together)", .smem_bytes = 256, \
       .reduction_order = BWD_ORDER,                                                                            \
       .workspace_formula = "groups * N * 4 bytes per requested dweight / dbias (rows_plan.c), else 0",         \
@@ -108,9 +104,7 @@
       .id = ID##_STREAM, .name = "cuda_" OPNAME "_stream", .op = OPID, ROWS_CUDA_COMMON, .flags = (features), \
       .align = 1, .threads = OPSI_ROWS_STREAM_THREADS, .vector_bytes = 0, .efficiency = 0.45f,                 \
       .bytes_factor = 1.1f,                                                                                    \
-      .roles = {{"row walkers", 16, "32..1024 blocks of 512 walk the rows; each row read twice, one element "  \
-                                   "per load (sums, then dx from L2); a block owns its dweight / dbias "    \
-                                   "partial rows"}},                                                       \
+      .roles = {{"row walkers", 16, "blocks of 512 walk the rows, each read twice (sums, then dx); per-block dweight rows"}}, \
       .smem_layout = "256 B: two partials per warp", .smem_bytes = 256, .reduction_order = STREAM_ORDER,        \
       .workspace_formula = STREAM_WS,                                                                          \
       .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream,                                             \
@@ -119,9 +113,7 @@
       .id = ID##_STREAM_VEC16, .name = "cuda_" OPNAME "_stream_vec16", .op = OPID, ROWS_CUDA_COMMON,          \
       .flags = (features) & ~OPSI_F_STRIDED, .align = 16, .dim_multiple = {[OPSI_ROWS_COLS] = 8},              \
       .threads = OPSI_ROWS_STREAM_THREADS, .vector_bytes = 16, .efficiency = 0.8f, .bytes_factor = 1.1f,       \
-      .roles = {{"row walkers", 16, "32..1024 blocks of 512 walk the rows; each row read twice with 16-byte "  \
-                                   "loads 4 deep (sums, then dx from L2); a block owns its dweight / dbias "\
-                                   "partial rows"}},                                                       \
+      .roles = {{"row walkers", 16, "blocks of 512 walk the rows, read twice by 16-byte loads 4 deep; per-block dweight rows"}}, \
       .smem_layout = "256 B: two partials per warp", .smem_bytes = 256, .reduction_order = STREAM_ORDER,        \
       .workspace_formula = STREAM_WS, .workspace = ws_stream, .launch = opsi_rows_cuda_bwd_stream_vec16,       \
   }
@@ -143,12 +135,7 @@
       .dim_max = {[OPSI_ROWS_ROWS] = 2147483647, [OPSI_ROWS_COLS] = OPSI_ROWS_STAGED_MAX_COLS},                \
       .threads = OPSI_ROWS_STAGED_THREADS, .vector_bytes = 16, .stages = OPSI_ROWS_STAGED_STAGES,              \
       .efficiency = 0.9f, .bytes_factor = 1.02f,                                                               \
-      .roles = {{"row groups", 32, "blocks of 1024 threads, at most one an SM, walk batches of rows (32..1024 "\
-                                   "threads a row, the fewest whose stages hold <= 16 elements each of dy "    \
-                                   "and x); each thread cp.async-copies its own vectors of the batches 1..3 "  \
-                                   "ahead, reads them twice from shared memory (sums, then dx), prefetches "  \
-                                   "the row statistics into registers a batch ahead and keeps dweight / "     \
-                                   "dbias partials in registers"}},                                            \
+      .roles = {{"row groups", 32, "1024-thread blocks walk row batches, cp.async 1..3 batches ahead, rows read from smem"}}, \
       .smem_layout = "3 stages of 1024 x 2 x 2 16-byte vectors of dy and x, each thread's slots its own "     \
                      "(no barrier between copy and use); 32 KB: the weight row when it fits; stage 0 reused "  \
                      "to fold the block's partials; 512 B: the warps' two row partials, two halves taken in "  \

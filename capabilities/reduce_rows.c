@@ -71,8 +71,7 @@ const opsi_kernel_row opsi_reduce_rows[] = {
         .dim_multiple = {[OPSI_REDUCE_OUT] = 8},
         .vector_bytes = 16,
         .efficiency = 0.92f,
-        .roles = {{"column walkers", 8, "each thread owns 16 bytes of columns over one chunk of rows, 16 loads deep; "
-                                          "2 blocks of 256 an SM, one wave of chunks"}},
+        .roles = {{"column walkers", 8, "a thread owns 16 bytes of columns over a chunk of rows, 16 loads deep"}},
         .smem_layout = "none: registers only",
         .smem_bytes = 0,
         .reduction_order = "per output: runs of 16 rows folded in order, runs (then the last < 16 rows) in order within a chunk, "
@@ -112,9 +111,7 @@ const opsi_kernel_row opsi_reduce_rows[] = {
         .dim_min = {[OPSI_REDUCE_OUT] = 4096, [OPSI_REDUCE_INNER] = 1024},
         .vector_bytes = 16,
         .efficiency = 0.95f,
-        .roles = {{"column walkers", 8, "clusters of 4 blocks of 256 on sm_90, a quarter of the rows a block; a "
-                                          "block owns a band of 32 16-byte vectors of columns (a warp across), its 8 "
-                                          "warps walk every 8th row, each thread 16 rows in flight"}},
+        .roles = {{"column walkers", 8, "clusters of 4 blocks, a quarter of the rows each; a warp a band of 32 vectors"}},
         .smem_layout = "8 x 32 16-byte vectors of floats: the warps' sums (8 KB bf16, 4 KB f32); the band's sums "
                        "(1 KB / 512 B), read by cluster rank 0 through distributed shared memory",
         .smem_bytes = 9 * 32 * 8 * 4,

@@ -26,14 +26,61 @@ static void describe_limits(const opsi_kernel_row *r, char *buf, size_t n) {
   if (r->requires_tf32 && used < n) snprintf(buf + used, n - used, "; needs OPS_MATH_ALLOW_TF32");
 }
 
+/* Every role with its work when that fits in n bytes, else names and warps alone (the work
+ * is whole through ops_kernel_role): never a cut label. */
 static void describe_roles(const opsi_kernel_row *r, char *buf, size_t n) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (int i = 0; i < OPSI_MAX_ROLES && r->roles[i].name != NULL && used < n; ++i) {
-    used += (size_t)snprintf(buf + used, n - used, "%s%s x%d warps (%s)", i ? "; " : "", r->roles[i].name,
-                             r->roles[i].warps, r->roles[i].work);
+  for (int whole = 1; whole >= 0; --whole) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < OPSI_MAX_ROLES && r->roles[i].name != NULL && used < n; ++i) {
+      const opsi_warp_role *w = &r->roles[i];
+      used += whole ? (size_t)snprintf(buf + used, n - used, "%s%s x%d warps (%s)", i ? "; " : "", w->name,
+                                       w->warps, w->work)
+                    : (size_t)snprintf(buf + used, n - used, "%s%s x%d warps", i ? "; " : "", w->name, w->warps);
+    }
+    if (used == 0) {
+      snprintf(buf, n, "none (host code)");
+      return;
+    }
+    if (used < n) return;
   }
-  if (used == 0) snprintf(buf, n, "none (host code)");
+}
+
+static int role_count(const opsi_kernel_row *r) {
+  int k = 0;
+  while (k < OPSI_MAX_ROLES && r->roles[k].name != NULL) ++k;
+  return k;
+}
+
+int ops_kernel_role_count(const char *name) {
+  const opsi_kernel_row *r = name != NULL ? opsi_row_named(name) : NULL;
+  return r != NULL ? role_count(r) : -1;
+}
+
+ops_status ops_kernel_role(const char *name, int index, ops_warp_role *out) {
+  opsi_clear_error();
+  if (name == NULL) return opsi_fail(OPS_ERR_NULL_POINTER, "ops_kernel_role: name is NULL");
+  if (out == NULL) return opsi_fail(OPS_ERR_NULL_POINTER, "ops_kernel_role: out is NULL");
+  if (out->struct_size != sizeof(ops_warp_role)) {
+    return opsi_fail(OPS_ERR_STRUCT_SIZE, "ops_kernel_role: out->struct_size: expected %zu, got %u",
+                     sizeof(ops_warp_role), (unsigned)out->struct_size);
+  }
+  const opsi_kernel_row *r = opsi_row_named(name);
+  if (r == NULL) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_kernel_role: name: no kernel is named '%s' (opsctl list)", name);
+  }
+  const int count = role_count(r);
+  if (count == 0) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_kernel_role: index: %s is host code, with no warp roles", name);
+  }
+  if (index < 0 || index >= count) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "ops_kernel_role: index: expected 0 .. %d for %s, got %d", count - 1,
+                     name, index);
+  }
+  out->warps = r->roles[index].warps;
+  out->name = r->roles[index].name;
+  out->work = r->roles[index].work;
+  return OPS_OK;
 }
 
 static void fill(const opsi_kernel_row *r, ops_kernel_info *out) {

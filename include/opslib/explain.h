@@ -142,7 +142,9 @@ typedef struct ops_kernel_info {
   char features[160];         /* the call features it implements: "causal, window, gqa, ..." */
   char fuses[160];            /* the prologues / epilogues it absorbs */
   char limits[192];           /* shape limits and alignment, in words */
-  char roles[192];            /* warp roles: "producer x4 (TMA loads of K, V); consumer x8 (...)" */
+  char roles[192];            /* warp roles: "producer x4 warps (...); consumers x8 warps (...)"; where
+                                 the whole text does not fit, names and warps alone, and
+                                 ops_kernel_role has each role's work */
   int32_t stages;             /* async pipeline stages */
   const char *smem_layout;
   int32_t smem_bytes;
@@ -162,6 +164,22 @@ typedef struct ops_kernel_info {
 OPS_API int ops_kernel_count(void);
 OPS_API ops_status ops_kernel_info_at(int index, ops_kernel_info *out);
 OPS_API ops_status ops_kernel_info_by_name(const char *name, ops_kernel_info *out);
+
+/* One warp role of a kernel, whole (appended after 0.1.0). */
+typedef struct ops_warp_role {
+  uint32_t struct_size; /* set by the caller to sizeof(ops_warp_role) */
+  int32_t warps;        /* warps that play it */
+  const char *name;     /* "producer", "consumers", "mma warps", ... (static storage) */
+  const char *work;     /* what they do, a label of at most 100 characters (static storage);
+                           the kernel's source header describes it in full */
+} ops_warp_role;
+
+/* The number of warp roles of the named kernel (0: host code); -1 when no kernel has that name. */
+OPS_API int ops_kernel_role_count(const char *name);
+/* Role `index` (0 .. ops_kernel_role_count(name) - 1) of the named kernel.
+ * Errors: OPS_ERR_NULL_POINTER (name, out), OPS_ERR_STRUCT_SIZE, OPS_ERR_INVALID_ARGUMENT (no
+ * kernel of that name; index out of range). */
+OPS_API ops_status ops_kernel_role(const char *name, int index, ops_warp_role *out);
 
 /* Renders e as text (one line per candidate) or as one JSON object into buf, truncated to
  * n bytes (always NUL-terminated when n > 0). Returns the length the whole rendering needs,

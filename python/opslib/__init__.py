@@ -75,11 +75,18 @@ def _info_dict(k):
     def dtypes(mask):
         return [_lib.ops_dtype_name(d).decode() for d in range(1, 9) if mask & (1 << d)]
 
+    roles = []
+    for i in range(max(_lib.ops_kernel_role_count(k.name), 0)):
+        r = _capi.WarpRole()
+        r.struct_size = _ctypes.sizeof(r)
+        _check(_lib.ops_kernel_role(k.name, i, _ctypes.byref(r)), "ops_kernel_role")
+        roles.append({"name": s(r.name), "warps": r.warps, "work": s(r.work)})
+
     return {"kernel_id": k.kernel_id, "name": s(k.name), "op": _lib.ops_op_name(k.op).decode(),
             "backend": _BACKENDS.get(k.backend, str(k.backend)), "sm_min": k.sm_min,
             "sm_max": k.sm_max, "dtypes": dtypes(k.dtypes), "out_dtypes": dtypes(k.out_dtypes),
             "features": s(k.features), "fuses": s(k.fuses), "limits": s(k.limits),
-            "roles": s(k.roles), "stages": k.stages, "smem_layout": s(k.smem_layout),
+            "roles": s(k.roles), "warp_roles": roles, "stages": k.stages, "smem_layout": s(k.smem_layout),
             "smem_bytes": k.smem_bytes, "threads": k.threads, "deterministic": bool(k.deterministic),
             "reduction_order": s(k.reduction_order), "workspace_formula": s(k.workspace_formula),
             "unit": s(k.unit), "efficiency": k.efficiency, "tests": s(k.tests),

@@ -208,6 +208,15 @@ class KernelInfo(ctypes.Structure):
     ]
 
 
+class WarpRole(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("warps", ctypes.c_int32),
+        ("name", ctypes.c_char_p),
+        ("work", ctypes.c_char_p),
+    ]
+
+
 # ---- the library ----------------------------------------------------------------------
 
 
@@ -332,6 +341,10 @@ def _declare(lib):
     lib.ops_kernel_info_at.argtypes = [ctypes.c_int, ctypes.POINTER(KernelInfo)]
     lib.ops_kernel_info_by_name.restype = _S
     lib.ops_kernel_info_by_name.argtypes = [cs, ctypes.POINTER(KernelInfo)]
+    lib.ops_kernel_role_count.restype = ctypes.c_int
+    lib.ops_kernel_role_count.argtypes = [cs]
+    lib.ops_kernel_role.restype = _S
+    lib.ops_kernel_role.argtypes = [cs, ctypes.c_int, ctypes.POINTER(WarpRole)]
     lib.ops_op_name.restype = cs
     lib.ops_op_name.argtypes = [ctypes.c_int]
     lib.ops_reason_name.restype = cs

@@ -221,6 +221,10 @@ def test_catalog_carries_the_capability_metadata():
     k = opslib.kernel_info("cuda_rmsnorm_warp_vec16")
     assert k["backend"] == "cuda" and k["threads"] > 0 and k["vector_bytes"] == 16
     assert "bf16" in k["dtypes"] and k["kernel_id"] == 401
+    roles = opslib.kernel_info("cuda_sdpa_sm90_d128")["warp_roles"]
+    assert [(r["name"], r["warps"]) for r in roles] == [("producer", 4), ("consumers", 8)]
+    assert all(0 < len(r["work"]) <= 100 for r in roles)
+    assert opslib.kernel_info("cpu_sdpa_ref")["warp_roles"] == []
     assert [x["name"] for x in opslib.kernels("softmax")][0] == "cpu_softmax_ref"
     with pytest.raises(opslib.OpsError):
         opslib.kernel_info("no_such_kernel")

@@ -97,6 +97,10 @@ static void enum_values_are_stable(void **state) {
   assert_int_equal(offsetof(ops_profile_record, problem), 112);
   assert_int_equal(offsetof(ops_profile_record, choice), 120);
   assert_int_equal(offsetof(ops_kernel_info, cluster_blocks), offsetof(ops_kernel_info, vector_bytes) + 4);
+  assert_int_equal(offsetof(ops_profile_record, launch_plan), 128);
+  assert_int_equal(offsetof(ops_profile_record, cluster_blocks), 136);
+  assert_int_equal(sizeof(ops_warp_role), 24);
+  assert_int_equal(offsetof(ops_warp_role, work), 16);
 }
 
 static void dtype_sizes_and_names(void **state) {

@@ -87,6 +87,52 @@ static void every_op_has_a_cpu_reference(void **state) {
   assert_int_equal(n, 0);
 }
 
+/* Every role's label is short and comes back whole through ops_kernel_role; the roles summary
+ * of ops_kernel_info holds each label whole or none of them (names and warps), never a cut. */
+static void warp_roles_are_whole(void **state) {
+  (void)state;
+  for (int i = 0; i < ops_kernel_count(); ++i) {
+    ops_kernel_info k;
+    k.struct_size = sizeof k;
+    OPST_OK(ops_kernel_info_at(i, &k));
+    const int n = ops_kernel_role_count(k.name);
+    const opsi_kernel_row *r = opsi_row_named(k.name);
+    assert_non_null(r);
+    int warps = 0;
+    for (int j = 0; j < n; ++j) {
+      ops_warp_role role;
+      role.struct_size = sizeof role;
+      OPST_OK(ops_kernel_role(k.name, j, &role));
+      assert_string_equal(role.name, r->roles[j].name);
+      assert_string_equal(role.work, r->roles[j].work);
+      if (strlen(role.work) > 100) fail_msg("%s: role %s: a label of %zu characters", k.name, role.name, strlen(role.work));
+      warps += role.warps;
+      assert_non_null(strstr(k.roles, role.name));
+    }
+    if (n > 0 && r->threads > 0) assert_int_equal(warps * 32, r->threads);
+    if (n > 0 && strchr(k.roles, '(') != NULL) { /* the labels are there: all of them, whole */
+      for (int j = 0; j < n; ++j) assert_non_null(strstr(k.roles, r->roles[j].work));
+    }
+    ops_warp_role role;
+    role.struct_size = sizeof role;
+    assert_int_equal(ops_kernel_role(k.name, n, &role), OPS_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(ops_last_error(), "index"));
+  }
+  ops_warp_role role;
+  role.struct_size = sizeof role;
+  assert_int_equal(ops_kernel_role_count("nope"), -1);
+  assert_int_equal(ops_kernel_role("nope", 0, &role), OPS_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(ops_last_error(), "nope"));
+  assert_int_equal(ops_kernel_role(NULL, 0, &role), OPS_ERR_NULL_POINTER);
+  assert_int_equal(ops_kernel_role("cuda_sdpa_sm90_d128", 0, NULL), OPS_ERR_NULL_POINTER);
+  role.struct_size = 3;
+  assert_int_equal(ops_kernel_role("cuda_sdpa_sm90_d128", 0, &role), OPS_ERR_STRUCT_SIZE);
+  role.struct_size = sizeof role;
+  OPST_OK(ops_kernel_role("cuda_sdpa_sm90_d128", 1, &role));
+  assert_string_equal(role.name, "consumers");
+  assert_int_equal(role.warps, 8);
+}
+
 static void public_catalog_matches_the_rows(void **state) {
   (void)state;
   ops_kernel_info info;
@@ -192,6 +238,7 @@ int main(void) {
       cmocka_unit_test(rows_are_consistent),
       cmocka_unit_test(every_op_has_a_cpu_reference),
       cmocka_unit_test(public_catalog_matches_the_rows),
+      cmocka_unit_test(warp_roles_are_whole),
       cmocka_unit_test(shipped_kernel_ids_never_change),
       cmocka_unit_test(machine_models_are_sane),
   };

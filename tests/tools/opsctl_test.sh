@@ -33,6 +33,8 @@ check_json() { # check_json NAME -- ARGS...
 
 check "list" 0 "cpu_sdpa_ref" -- list
 check "list --op" 0 "cpu_rmsnorm_ref" -- list --op rmsnorm
+check "list: each warp role whole" 0 "consumers x8 warps: setmaxnreg 240: 64 query rows each, wgmma S and P V, online softmax, in a ring of turns" -- list --op sdpa
+check "list --json: the roles array" 0 '"roles":[{"name":"producer","warps":4,' -- list --op sdpa --json
 "$opsctl" list --op rmsnorm | grep -q cpu_sdpa_ref && { echo "FAILED: list --op rmsnorm shows sdpa"; failed=$((failed + 1)); }
 check_json "list --json" -- list --json
 check "explain sdpa sm_90" 0 "chosen: cuda_sdpa_sm90_d128" -- explain sdpa --dtype bf16 --q 2,4096,16,128 --k 2,4096,4,128 --causal --sm 90

@@ -274,6 +274,18 @@ static int cmd_list(void) {
       json_string(k.limits);
       printf(",\"warp_roles\":");
       json_string(k.roles);
+      printf(",\"roles\":[");
+      for (int r = 0; r < ops_kernel_role_count(k.name); ++r) {
+        ops_warp_role role;
+        role.struct_size = sizeof role;
+        if (ops_kernel_role(k.name, r, &role) != OPS_OK) break;
+        printf("%s{\"name\":", r ? "," : "");
+        json_string(role.name);
+        printf(",\"warps\":%d,\"work\":", role.warps);
+        json_string(role.work);
+        printf("}");
+      }
+      printf("]");
       printf(",\"stages\":%d,\"cluster_blocks\":%d,\"smem_layout\":", k.stages, k.cluster_blocks);
       json_string(k.smem_layout);
       printf(",\"smem_bytes\":%d,\"threads\":%d,\"deterministic\":%s,\"reduction_order\":", k.smem_bytes, k.threads,
@@ -291,9 +303,16 @@ static int cmd_list(void) {
       printf("      features: %s\n", k.features[0] ? k.features : "-");
       printf("      fuses: %s\n", k.fuses[0] ? k.fuses : "-");
       printf("      limits: %s\n", k.limits);
-      printf("      warp roles: %s; stages %d; threads %d", k.roles, k.stages, k.threads);
+      printf("      stages %d; threads %d", k.stages, k.threads);
       if (k.cluster_blocks > 1) printf("; clusters of %d blocks sharing loads", k.cluster_blocks);
       printf("\n");
+      if (ops_kernel_role_count(k.name) == 0) printf("      warp roles: none (host code)\n");
+      for (int r = 0; r < ops_kernel_role_count(k.name); ++r) {
+        ops_warp_role role;
+        role.struct_size = sizeof role;
+        if (ops_kernel_role(k.name, r, &role) != OPS_OK) break;
+        printf("      %s x%d warps: %s\n", role.name, role.warps, role.work);
+      }
       printf("      smem: %s (%d bytes)\n", k.smem_layout, k.smem_bytes);
       printf("      reduction order: %s%s\n", k.reduction_order, k.deterministic ? " (deterministic)" : "");
       printf("      workspace: %s; cost: %s at %.0f%% of peak\n", k.workspace_formula, k.unit, 100.0 * k.efficiency);
@@ -324,6 +343,220 @@ static int need(const char *option_name, const char *op) {
   return 0;
 }
 
+/* One op call as the command line describes it: operand descriptors (no data) in the op's
+ * argument order, and its parameters (whose optional operands point into t). Parsed first,
+ * then explained on a handle, then rendered. */
+typedef struct explain_call {
+  int op;
+  ops_tensor t[8];
+  int with_lse; /* sdpa: t[4] is LSE */
+  ops_sdpa_params sdpa;
+  ops_gemm_params gemm;
+  ops_norm_params norm;
+  ops_unary_params unary;
+  ops_binary_params binary;
+  ops_dropout_params dropout;
+  ops_norm_backward_params norm_bwd;
+  ops_reduce_params reduce;
+} explain_call;
+
+static int parse_sdpa(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t d1[8], d2[8];
+  if ((rc = need("--q", op_name)) || (rc = need("--k", op_name))) return rc;
+  const int n1 = parse_dims("--q", d1, 4), n2 = parse_dims("--k", d2, 4);
+  if (n1 < 0 || n2 < 0) return 2;
+  if (n1 != 4 || n2 != 4) return usage_error("--q and --k: expected 4 extents each (B,S,H,D)");
+  int64_t vs[4] = {d2[0], d2[1], d2[2], d2[3]}, os[4] = {d1[0], d1[1], d1[2], d1[3]};
+  if (has("--dv")) vs[3] = os[3] = parse_int("--dv", d2[3]);
+  const int64_t ls[3] = {d1[0], d1[2], d1[1]};
+  c->t[0] = desc(dt, dev, 4, d1), c->t[1] = desc(dt, dev, 4, d2), c->t[2] = desc(dt, dev, 4, vs);
+  c->t[3] = desc(dt, dev, 4, os), c->t[4] = desc(OPS_DTYPE_F32, dev, 3, ls);
+  c->with_lse = has("--lse");
+  ops_sdpa_params_init(&c->sdpa);
+  c->sdpa.causal = has("--causal");
+  if (has("--window")) {
+    int64_t w[2];
+    if (parse_dims("--window", w, 2) != 2) return usage_error("--window: expected LEFT,RIGHT");
+    c->sdpa.window_left = (int32_t)w[0], c->sdpa.window_right = (int32_t)w[1];
+  }
+  return 0;
+}
+
+static int parse_gemm(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t d1[8], d2[8];
+  if ((rc = need("--a", op_name)) || (rc = need("--b", op_name))) return rc;
+  const int n1 = parse_dims("--a", d1, 3), n2 = parse_dims("--b", d2, 3);
+  if (n1 < 0 || n2 < 0) return 2;
+  if (n1 < 2 || n2 < 2) return usage_error("--a and --b: expected [B,]M,K and [B,]K,N");
+  const int odt = has("--out-dtype") ? dtype_by_name(val("--out-dtype")) : dt;
+  if (odt == 0) return usage_error("--out-dtype: expected f32, f16 or bf16");
+  int64_t ds[3];
+  const int batched = n1 == 3 || n2 == 3;
+  if (batched) ds[0] = n1 == 3 ? d1[0] : d2[0];
+  ds[batched] = d1[n1 - 2], ds[batched + 1] = d2[n2 - 1];
+  const int64_t bias_shape[1] = {d2[n2 - 1]};
+  c->t[0] = desc(dt, dev, n1, d1), c->t[1] = desc(dt, dev, n2, d2), c->t[2] = desc(odt, dev, 2 + batched, ds);
+  c->t[3] = desc(odt, dev, 1, bias_shape), c->t[4] = desc(odt, dev, 2 + batched, ds);
+  ops_gemm_params_init(&c->gemm);
+  if (has("--bias")) c->gemm.bias = &c->t[3];
+  if (has("--residual")) c->gemm.residual = &c->t[4];
+  if (has("--act") && (c->gemm.activation = act_by_name(val("--act"))) < 0) {
+    return usage_error("--act: unknown function '%s'", val("--act"));
+  }
+  return 0;
+}
+
+/* --x alone: the row ops, the pointwise ops, dropout and the backward ops */
+static int parse_x(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t d[8];
+  if ((rc = need("--x", op_name))) return rc;
+  const int n = parse_dims("--x", d, 8);
+  if (n < 0) return 2;
+  if (n < 1) return usage_error("--x: expected at least one extent");
+  const int64_t ws[1] = {d[n - 1]};
+  for (int i = 0; i < 3; ++i) c->t[i] = desc(dt, dev, n, d); /* x, y (dy, x, dx), in that order */
+  switch (c->op) {
+    case OPS_OP_LAYERNORM:
+    case OPS_OP_RMSNORM:
+      c->t[3] = desc(dt, dev, 1, ws), c->t[4] = desc(dt, dev, n, d), c->t[5] = desc(dt, dev, n, d);
+      ops_norm_params_init(&c->norm);
+      if (has("--residual")) c->norm.residual = &c->t[4], c->norm.residual_out = &c->t[5];
+      break;
+    case OPS_OP_UNARY:
+      ops_unary_params_init(&c->unary);
+      if (has("--fn") && (c->unary.fn = act_by_name(val("--fn"))) < 0) {
+        return usage_error("--fn: unknown function '%s'", val("--fn"));
+      }
+      break;
+    case OPS_OP_DROPOUT:
+      ops_dropout_params_init(&c->dropout);
+      c->dropout.p = 0.1f;
+      break;
+    case OPS_OP_LAYERNORM_BACKWARD:
+    case OPS_OP_RMSNORM_BACKWARD:
+      c->t[3] = desc(dt, dev, 1, ws);                       /* weight */
+      c->t[4] = desc(OPS_DTYPE_F32, dev, n - 1, d);         /* mean, rstd: x's shape without the last axis */
+      c->t[5] = desc(OPS_DTYPE_F32, dev, 1, ws);            /* dweight */
+      c->t[6] = desc(OPS_DTYPE_F32, dev, 1, ws);            /* dbias */
+      ops_norm_backward_params_init(&c->norm_bwd);
+      if (has("--dweight")) c->norm_bwd.dweight = &c->t[5];
+      if (has("--dbias")) c->norm_bwd.dbias = &c->t[6];
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+static int parse_binary(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t d1[8], d2[8];
+  if ((rc = need("--a", op_name)) || (rc = need("--b", op_name))) return rc;
+  const int n1 = parse_dims("--a", d1, 8), n2 = parse_dims("--b", d2, 8);
+  if (n1 < 0 || n2 < 0) return 2;
+  /* y takes the broadcast shape of a and b (NumPy rules, aligned right) */
+  const int ny = n1 > n2 ? n1 : n2;
+  int64_t ys[8];
+  for (int i = 0; i < ny; ++i) {
+    const int64_t ea = i - (ny - n1) >= 0 ? d1[i - (ny - n1)] : 1, eb = i - (ny - n2) >= 0 ? d2[i - (ny - n2)] : 1;
+    if (ea != eb && ea != 1 && eb != 1) return usage_error("--a and --b: shapes that do not broadcast");
+    ys[i] = ea == 1 ? eb : ea;
+  }
+  c->t[0] = desc(dt, dev, n1, d1), c->t[1] = desc(dt, dev, n2, d2), c->t[2] = desc(dt, dev, ny, ys);
+  ops_binary_params_init(&c->binary);
+  if (has("--op") && (c->binary.op = binary_by_name(val("--op"))) < 0) {
+    return usage_error("--op: unknown binary op '%s'", val("--op"));
+  }
+  return 0;
+}
+
+static int parse_reduce(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t d[8];
+  if ((rc = need("--x", op_name))) return rc;
+  const int n = parse_dims("--x", d, 8);
+  if (n < 0) return 2;
+  ops_reduce_params *p = &c->reduce;
+  ops_reduce_params_init(p);
+  if (has("--op")) {
+    static const char *const names[] = {"sum", "mean", "max", "min"};
+    p->op = -1;
+    for (int i = 0; i < 4; ++i) {
+      if (strcmp(val("--op"), names[i]) == 0) p->op = i;
+    }
+    if (p->op < 0) return usage_error("--op: expected sum, mean, max or min, got '%s'", val("--op"));
+  }
+  if (has("--axes")) {
+    int64_t ax[8];
+    const int na = parse_dims("--axes", ax, 8);
+    if (na < 0) return 2;
+    p->axes = 0;
+    for (int i = 0; i < na; ++i) p->axes |= ax[i] < 32 ? 1u << ax[i] : 0x80000000u;
+  }
+  p->keepdim = has("--keepdim");
+  int64_t ys[8];
+  int yn = 0;
+  for (int i = 0; i < n; ++i) {
+    if (p->axes == OPS_REDUCE_ALL_AXES || (p->axes & (1u << i))) {
+      if (p->keepdim) ys[yn++] = 1;
+    } else {
+      ys[yn++] = d[i];
+    }
+  }
+  c->t[0] = desc(dt, dev, n, d), c->t[1] = desc(dt, dev, yn, ys);
+  return 0;
+}
+
+/* The command line of `explain OP` into c; 0, or the exit code of a usage error. */
+static int parse_explain_call(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  memset(c, 0, sizeof *c);
+  c->op = ops_op_from_name(op_name);
+  switch (c->op) {
+    case OPS_OP_SDPA: return parse_sdpa(op_name, dt, dev, c);
+    case OPS_OP_GEMM: return parse_gemm(op_name, dt, dev, c);
+    case OPS_OP_BINARY: return parse_binary(op_name, dt, dev, c);
+    case OPS_OP_REDUCE: return parse_reduce(op_name, dt, dev, c);
+    case OPS_OP_LAYERNORM:
+    case OPS_OP_RMSNORM:
+    case OPS_OP_SOFTMAX:
+    case OPS_OP_UNARY:
+    case OPS_OP_SCALE:
+    case OPS_OP_SIN_AFFINE:
+    case OPS_OP_DROPOUT:
+    case OPS_OP_SOFTMAX_BACKWARD:
+    case OPS_OP_LAYERNORM_BACKWARD:
+    case OPS_OP_RMSNORM_BACKWARD: return parse_x(op_name, dt, dev, c);
+    default: return usage_error("explain: op '%s' has no command-line form yet", op_name);
+  }
+}
+
+/* The op's _explain on h. */
+static ops_status explain_call_run(ops_handle h, explain_call *c, ops_explain *e) {
+  ops_tensor *t = c->t;
+  switch (c->op) {
+    case OPS_OP_SDPA: return ops_sdpa_explain(h, &c->sdpa, &t[0], &t[1], &t[2], &t[3], c->with_lse ? &t[4] : NULL, e);
+    case OPS_OP_GEMM: return ops_gemm_explain(h, &c->gemm, &t[0], &t[1], &t[2], e);
+    case OPS_OP_LAYERNORM: return ops_layernorm_explain(h, &c->norm, &t[0], &t[3], &t[1], e);
+    case OPS_OP_RMSNORM: return ops_rmsnorm_explain(h, &c->norm, &t[0], &t[3], &t[1], e);
+    case OPS_OP_SOFTMAX: return ops_softmax_explain(h, NULL, &t[0], &t[1], e);
+    case OPS_OP_UNARY: return ops_unary_explain(h, &c->unary, &t[0], &t[1], e);
+    case OPS_OP_SCALE: return ops_scale_explain(h, NULL, &t[0], &t[1], e);
+    case OPS_OP_SIN_AFFINE: return ops_sin_affine_explain(h, NULL, &t[0], &t[1], e);
+    case OPS_OP_BINARY: return ops_binary_explain(h, &c->binary, &t[0], &t[1], &t[2], e);
+    case OPS_OP_DROPOUT: return ops_dropout_explain(h, &c->dropout, &t[0], &t[1], e);
+    case OPS_OP_SOFTMAX_BACKWARD: return ops_softmax_backward_explain(h, NULL, &t[0], &t[1], &t[2], e);
+    case OPS_OP_LAYERNORM_BACKWARD:
+      return ops_layernorm_backward_explain(h, &c->norm_bwd, &t[0], &t[1], &t[3], &t[4], &t[4], &t[2], e);
+    case OPS_OP_RMSNORM_BACKWARD:
+      return ops_rmsnorm_backward_explain(h, &c->norm_bwd, &t[0], &t[1], &t[3], &t[4], &t[2], e);
+    case OPS_OP_REDUCE: return ops_reduce_explain(h, &c->reduce, &t[0], &t[1], e);
+    default: return OPS_ERR_INVALID_ARGUMENT;
+  }
+}
+
 static int cmd_explain(const char *op_name) {
   if (op_name == NULL) return usage_error("explain needs an op");
   const int op = ops_op_from_name(op_name);
@@ -334,185 +567,13 @@ static int cmd_explain(const char *op_name) {
   ops_device dev;
   int rc = make_handle(&h, &dev);
   if (rc != 0) return rc;
-  ops_explain e;
-  e.struct_size = sizeof e;
-  ops_status st = OPS_OK;
-  int64_t d1[8], d2[8];
-  int n1 = 0, n2 = 0;
-  switch (op) {
-    case OPS_OP_SDPA: {
-      if ((rc = need("--q", op_name)) || (rc = need("--k", op_name))) return rc;
-      if ((n1 = parse_dims("--q", d1, 4)) < 0 || (n2 = parse_dims("--k", d2, 4)) < 0) return 2;
-      if (n1 != 4 || n2 != 4) return usage_error("--q and --k: expected 4 extents each (B,S,H,D)");
-      int64_t vs[4] = {d2[0], d2[1], d2[2], d2[3]}, os[4] = {d1[0], d1[1], d1[2], d1[3]};
-      if (has("--dv")) vs[3] = os[3] = parse_int("--dv", d2[3]);
-      const int64_t ls[3] = {d1[0], d1[2], d1[1]};
-      ops_tensor q = desc(dt, dev, 4, d1), k = desc(dt, dev, 4, d2), v = desc(dt, dev, 4, vs), o = desc(dt, dev, 4, os);
-      ops_tensor lse = desc(OPS_DTYPE_F32, dev, 3, ls);
-      ops_sdpa_params p;
-      ops_sdpa_params_init(&p);
-      p.causal = has("--causal");
-      if (has("--window")) {
-        int64_t w[2];
-        if (parse_dims("--window", w, 2) != 2) return usage_error("--window: expected LEFT,RIGHT");
-        p.window_left = (int32_t)w[0], p.window_right = (int32_t)w[1];
-      }
-      st = ops_sdpa_explain(h, &p, &q, &k, &v, &o, has("--lse") ? &lse : NULL, &e);
-      break;
-    }
-    case OPS_OP_GEMM: {
-      if ((rc = need("--a", op_name)) || (rc = need("--b", op_name))) return rc;
-      if ((n1 = parse_dims("--a", d1, 3)) < 0 || (n2 = parse_dims("--b", d2, 3)) < 0) return 2;
-      if (n1 < 2 || n2 < 2) return usage_error("--a and --b: expected [B,]M,K and [B,]K,N");
-      const int odt = has("--out-dtype") ? dtype_by_name(val("--out-dtype")) : dt;
-      if (odt == 0) return usage_error("--out-dtype: expected f32, f16 or bf16");
-      int64_t ds[3];
-      const int batched = n1 == 3 || n2 == 3;
-      const int64_t batch = n1 == 3 ? d1[0] : n2 == 3 ? d2[0] : 1;
-      if (batched) ds[0] = batch;
-      ds[batched] = d1[n1 - 2], ds[batched + 1] = d2[n2 - 1];
-      const int64_t bias_shape[1] = {d2[n2 - 1]};
-      ops_tensor a = desc(dt, dev, n1, d1), b = desc(dt, dev, n2, d2), d = desc(odt, dev, 2 + batched, ds);
-      ops_tensor bias = desc(odt, dev, 1, bias_shape), res = desc(odt, dev, 2 + batched, ds);
-      ops_gemm_params p;
-      ops_gemm_params_init(&p);
-      if (has("--bias")) p.bias = &bias;
-      if (has("--residual")) p.residual = &res;
-      if (has("--act") && (p.activation = act_by_name(val("--act"))) < 0) {
-        return usage_error("--act: unknown function '%s'", val("--act"));
-      }
-      st = ops_gemm_explain(h, &p, &a, &b, &d, &e);
-      break;
-    }
-    case OPS_OP_LAYERNORM:
-    case OPS_OP_RMSNORM:
-    case OPS_OP_SOFTMAX: {
-      if ((rc = need("--x", op_name))) return rc;
-      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
-      const int64_t ws[1] = {d1[n1 - 1]};
-      ops_tensor x = desc(dt, dev, n1, d1), y = desc(dt, dev, n1, d1), w = desc(dt, dev, 1, ws);
-      ops_tensor r = desc(dt, dev, n1, d1), ro = desc(dt, dev, n1, d1);
-      if (op == OPS_OP_SOFTMAX) {
-        st = ops_softmax_explain(h, NULL, &x, &y, &e);
-      } else {
-        ops_norm_params p;
-        ops_norm_params_init(&p);
-        if (has("--residual")) p.residual = &r, p.residual_out = &ro;
-        st = op == OPS_OP_RMSNORM ? ops_rmsnorm_explain(h, &p, &x, &w, &y, &e) : ops_layernorm_explain(h, &p, &x, &w, &y, &e);
-      }
-      break;
-    }
-    case OPS_OP_UNARY:
-    case OPS_OP_SCALE:
-    case OPS_OP_SIN_AFFINE: {
-      if ((rc = need("--x", op_name))) return rc;
-      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
-      ops_tensor x = desc(dt, dev, n1, d1), y = desc(dt, dev, n1, d1);
-      if (op == OPS_OP_UNARY) {
-        ops_unary_params p;
-        ops_unary_params_init(&p);
-        if (has("--fn") && (p.fn = act_by_name(val("--fn"))) < 0) return usage_error("--fn: unknown function '%s'", val("--fn"));
-        st = ops_unary_explain(h, &p, &x, &y, &e);
-      } else if (op == OPS_OP_SCALE) {
-        st = ops_scale_explain(h, NULL, &x, &y, &e);
-      } else {
-        st = ops_sin_affine_explain(h, NULL, &x, &y, &e);
-      }
-      break;
-    }
-    case OPS_OP_BINARY: {
-      if ((rc = need("--a", op_name)) || (rc = need("--b", op_name))) return rc;
-      if ((n1 = parse_dims("--a", d1, 8)) < 0 || (n2 = parse_dims("--b", d2, 8)) < 0) return 2;
-      /* y takes the broadcast shape of a and b (NumPy rules, aligned right) */
-      const int ny = n1 > n2 ? n1 : n2;
-      int64_t ys[8];
-      for (int i = 0; i < ny; ++i) {
-        const int64_t ea = i - (ny - n1) >= 0 ? d1[i - (ny - n1)] : 1, eb = i - (ny - n2) >= 0 ? d2[i - (ny - n2)] : 1;
-        if (ea != eb && ea != 1 && eb != 1) return usage_error("--a and --b: shapes that do not broadcast");
-        ys[i] = ea == 1 ? eb : ea;
-      }
-      ops_tensor a = desc(dt, dev, n1, d1), b = desc(dt, dev, n2, d2), y = desc(dt, dev, ny, ys);
-      ops_binary_params p;
-      ops_binary_params_init(&p);
-      if (has("--op") && (p.op = binary_by_name(val("--op"))) < 0) return usage_error("--op: unknown binary op '%s'", val("--op"));
-      st = ops_binary_explain(h, &p, &a, &b, &y, &e);
-      break;
-    }
-    case OPS_OP_DROPOUT:
-    case OPS_OP_SOFTMAX_BACKWARD: {
-      if ((rc = need("--x", op_name))) return rc;
-      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
-      ops_tensor x = desc(dt, dev, n1, d1), y = desc(dt, dev, n1, d1), dx = desc(dt, dev, n1, d1);
-      if (op == OPS_OP_DROPOUT) {
-        ops_dropout_params p;
-        ops_dropout_params_init(&p);
-        p.p = 0.1f;
-        st = ops_dropout_explain(h, &p, &x, &y, &e);
-      } else {
-        st = ops_softmax_backward_explain(h, NULL, &x, &y, &dx, &e); /* dy, y, dx: one shape */
-      }
-      break;
-    }
-    case OPS_OP_LAYERNORM_BACKWARD:
-    case OPS_OP_RMSNORM_BACKWARD: {
-      if ((rc = need("--x", op_name))) return rc;
-      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
-      if (n1 < 1) return usage_error("--x: expected at least one extent");
-      const int64_t ws[1] = {d1[n1 - 1]};
-      ops_tensor dy = desc(dt, dev, n1, d1), x = desc(dt, dev, n1, d1), dx = desc(dt, dev, n1, d1);
-      ops_tensor w = desc(dt, dev, 1, ws), dw = desc(OPS_DTYPE_F32, dev, 1, ws), db = desc(OPS_DTYPE_F32, dev, 1, ws);
-      ops_tensor stat = desc(OPS_DTYPE_F32, dev, n1 - 1, d1); /* mean, rstd: x's shape without the last axis */
-      ops_norm_backward_params p;
-      ops_norm_backward_params_init(&p);
-      if (has("--dweight")) p.dweight = &dw;
-      if (has("--dbias")) p.dbias = &db;
-      st = op == OPS_OP_LAYERNORM_BACKWARD
-               ? ops_layernorm_backward_explain(h, &p, &dy, &x, &w, &stat, &stat, &dx, &e)
-               : ops_rmsnorm_backward_explain(h, &p, &dy, &x, &w, &stat, &dx, &e);
-      break;
-    }
-    case OPS_OP_REDUCE: {
-      if ((rc = need("--x", op_name))) return rc;
-      if ((n1 = parse_dims("--x", d1, 8)) < 0) return 2;
-      ops_reduce_params p;
-      ops_reduce_params_init(&p);
-      if (has("--op")) {
-        static const char *const names[] = {"sum", "mean", "max", "min"};
-        p.op = -1;
-        for (int i = 0; i < 4; ++i) {
-          if (strcmp(val("--op"), names[i]) == 0) p.op = i;
-        }
-        if (p.op < 0) return usage_error("--op: expected sum, mean, max or min, got '%s'", val("--op"));
-      }
-      if (has("--axes")) {
-        int64_t ax[8];
-        const int na = parse_dims("--axes", ax, 8);
-        if (na < 0) return 2;
-        p.axes = 0;
-        for (int i = 0; i < na; ++i) p.axes |= ax[i] < 32 ? 1u << ax[i] : 0x80000000u;
-      }
-      p.keepdim = has("--keepdim");
-      int64_t ys[8];
-      int yn = 0;
-      for (int i = 0; i < n1; ++i) {
-        if (p.axes == OPS_REDUCE_ALL_AXES || (p.axes & (1u << i))) {
-          if (p.keepdim) ys[yn++] = 1;
-        } else {
-          ys[yn++] = d1[i];
-        }
-      }
-      ops_tensor x = desc(dt, dev, n1, d1), y = desc(dt, dev, yn, ys);
-      st = ops_reduce_explain(h, &p, &x, &y, &e);
-      break;
-    }
-    default:
-      ops_handle_destroy(h);
-      return usage_error("explain: op '%s' has no command-line form yet", op_name);
-  }
-  if (st != OPS_OK) {
-    rc = library_error("explain", st);
-  } else {
-    rc = print_explain(&e);
+  static explain_call c; /* large; the parameters point into it */
+  rc = parse_explain_call(op_name, dt, dev, &c);
+  if (rc == 0) {
+    ops_explain e;
+    e.struct_size = sizeof e;
+    const ops_status st = explain_call_run(h, &c, &e);
+    rc = st != OPS_OK ? library_error("explain", st) : print_explain(&e);
   }
   ops_handle_destroy(h);
   return rc;

@@ -15,10 +15,10 @@
 #include "opslib/handle.h"
 #include "opslib/status.h"
 
-/* Why a launch failed, in static strings: the dispatch layer formats them as
- * "<op>: <what>: <detail>" (detail NULL: "<op>: <what>"; code != 0 appended). */
+/* Why a launch failed, in static strings: the dispatch layer (opsi_run_row) formats them as
+ * "<fn>: <kernel>: <what>: <detail>" (detail NULL: without it; code != 0: " (error <code>)"). */
 typedef struct opsi_launch_error {
-  const char *what;   /* e.g. "launch", "cuTensorMapEncodeTiled for k" */
+  const char *what;   /* e.g. "launch", "the tensor map of k" */
   const char *detail; /* e.g. cudaGetErrorString's text; NULL when what says it all */
   int32_t code;       /* the CUDA driver's or runtime's error number, or 0 */
 } opsi_launch_error;

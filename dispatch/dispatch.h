@@ -33,15 +33,15 @@ void opsi_problem_add_base_align(opsi_problem *p, const ops_tensor *t);
 const opsi_kernel_row *opsi_evaluate(const opsi_vctx *v, const opsi_problem *p, ops_verdict *verdicts,
                                      int *count);
 
+/* Runs row's launcher; a failure it names (opsi_launch_error) becomes the thread's message,
+ * "<fn>: <kernel>: <what>: <detail> (error <code>)"; a CUDA launch is checked for errors. */
+ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_launch *ctx, const void *args);
+
 /* The tail of every entry point. `empty`: the outputs have no elements (nothing runs).
  *   OPSI_RUN:             choose (OPS_ERR_UNSUPPORTED with each candidate's reason if none),
  *                         check the workspace, launch on the handle's stream, collect errors;
  *   OPSI_QUERY_WORKSPACE: the chosen kernel's workspace bytes;
  *   OPSI_EXPLAIN:         the verdicts. */
-/* Runs row's launcher; a failure it names (opsi_launch_error) becomes the thread's message,
- * "<fn>: <kernel>: <what>: <detail> (error <code>)"; a CUDA launch is checked for errors. */
-ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_launch *ctx, const void *args);
-
 ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
                        void *workspace, size_t workspace_bytes);
 

@@ -276,7 +276,6 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   a->scale = p.scale != 0.0f ? (double)p.scale : (d > 0 ? 1.0 / sqrt((double)d) : 1.0);
   a->window_left = p.window_left;
   a->window_right = p.causal ? 0 : p.window_right;
-  a->geom = device_geom(a);
 
   opsi_problem_init(pr, OPS_OP_SDPA, v->handle);
   pr->dtype = q->dtype;
@@ -298,6 +297,8 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   if (lse != NULL) pr->flags |= OPSI_F_LSE;
   if (a->has_mask) pr->flags |= OPSI_F_MASK;
   if (dv != d) pr->flags |= OPSI_F_DV_NE_D;
+  a->uniform = opsi_uniform_work(pr);
+  if (pr->backend == OPS_DEVICE_CUDA && v->mode == OPSI_RUN) a->geom = device_geom(a); /* what the kernels read */
   /* strided: a row that is not unit-stride, or an axis walked backwards or broadcast (stride
    * <= 0), which a TMA map cannot describe */
   const ops_tensor *rowwise[] = {q, k, val, o};

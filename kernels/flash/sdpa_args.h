@@ -38,7 +38,9 @@ typedef struct opsi_sdpa_args {
   double scale;
   int64_t window_left;  /* -1: unbounded */
   int64_t window_right; /* -1: unbounded; 0 when causal */
-  opsi_sdpa_geom geom;  /* the same call as the CUDA kernels read it */
+  opsi_sdpa_geom geom;  /* the same call as the CUDA kernels read it (CUDA runs; else 0) */
+  int uniform;          /* every work tile reads the same keys (opsi_uniform_work): the
+                           launchers' persistent and pair plans, as the rows predict them */
 } opsi_sdpa_args;
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_ */

@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/tma_host.h"
 #include "kernels/flash/sdpa_args.h"
 #include "kernels/flash/sdpa_cuda.h"
@@ -22,11 +23,6 @@ OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_EXTERN)
 
 namespace {
 
-ops_status cuda_status(const opsi_launch *ctx, cudaError_t e) {
-  if (e == cudaSuccess) return OPS_OK;
-  return opsi_launch_failed(ctx, OPS_ERR_CUDA, "launch", cudaGetErrorString(e), (int32_t)e);
-}
-
 template <int DP> ops_status run_mma(const opsi_launch *ctx, const opsi_sdpa_args *a) {
   const opsi::sdpa_geom &g = a->geom;
   if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
@@ -36,7 +32,7 @@ template <int DP> ops_status run_mma(const opsi_launch *ctx, const opsi_sdpa_arg
       a->q.dtype == OPS_DTYPE_BF16
           ? opsi::fa2::launch_sdpa_mma<__nv_bfloat16, DP>(g, stream, info->grid, info->block, &info->smem_bytes)
           : opsi::fa2::launch_sdpa_mma<__half, DP>(g, stream, info->grid, info->block, &info->smem_bytes);
-  return cuda_status(ctx, e);
+  return opsi::launch_status(ctx, e);
 }
 
 /* The map of one [B, S, H, D] operand as (d, s, h, b), box (64, rows, 1, 1); a varlen view
@@ -46,12 +42,7 @@ ops_status encode_operand(const opsi_launch *ctx, CUtensorMap *map, const ops_te
   const int64_t dims[4] = {t.shape[3], t.shape[1], t.shape[2], varlen ? 1 : t.shape[0]};
   const int64_t strides[3] = {t.strides[1], t.strides[2], t.strides[0]};
   const uint32_t box[4] = {64, (uint32_t)rows, 1, 1};
-  const CUresult r = opsi::encode_map_16bit(map, t.data, t.dtype, 4, dims, strides, box);
-  if (r == CUDA_ERROR_NOT_FOUND) {
-    return opsi_launch_failed(ctx, OPS_ERR_CUDA, what, "the driver has no cuTensorMapEncodeTiled", 0);
-  }
-  if (r != CUDA_SUCCESS) return opsi_launch_failed(ctx, OPS_ERR_CUDA, what, "cuTensorMapEncodeTiled failed", (int32_t)r);
-  return OPS_OK;
+  return opsi::map_status(ctx, opsi::encode_map_16bit(map, t.data, t.dtype, 4, dims, strides, box), what);
 }
 
 /* PAIR: the shape's _pair kernel (clusters of two sharing K / V), which its row sends only
@@ -70,7 +61,7 @@ template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi
    * SM walks them (persistent; the next tile's Q and K / V load under the current one's
    * end). Otherwise a block a tile, longest first, and the hardware balances them. */
   const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
-  const bool uniform = g.window_left < 0 && g.window_right < 0 && g.cu_q == nullptr;
+  const bool uniform = a->uniform != 0;
   constexpr int cluster = CL;
   if (PAIR && (!uniform || opsi::fa3::sdpa_query_tiles<C::BM>(g) % 2 != 0)) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
@@ -95,7 +86,7 @@ template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi
                                                                     info->block, &info->smem_bytes)
           : opsi::fa3::launch_sdpa_sm90<__half, DP, cluster>(mq, mk, mv, g, grid, stream, info->grid,
                                                              info->block, &info->smem_bytes);
-  return cuda_status(ctx, e);
+  return opsi::launch_status(ctx, e);
 }
 
 }  // namespace

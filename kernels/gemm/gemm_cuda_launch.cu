@@ -3,6 +3,7 @@
 #include <cudaTypedefs.h>
 #include <string.h>
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/tma_host.h"
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_cuda.h"
@@ -80,11 +81,6 @@ bool pair_view(const opsi::gemm_view &v, int64_t batch, int32_t dtype) {
  * may be: a [1, N] row is then one N-major row, whatever its K stride). */
 bool b_n_major(const opsi::gemm_geom &g) { return g.b.sr != 1 && g.b.sc == 1; }
 
-ops_status cuda_status(const opsi_launch *ctx, cudaError_t e) {
-  if (e == cudaSuccess) return OPS_OK;
-  return opsi_launch_failed(ctx, OPS_ERR_CUDA, "launch", cudaGetErrorString(e), (int32_t)e);
-}
-
 /* ---- Hopper ---- */
 
 /* A 3-D map over (inner, outer, batch) of a 16-bit operand, box (64, box_outer, 1), 128-byte
@@ -101,12 +97,7 @@ CUresult map_3d(CUtensorMap *map, const void *base, int32_t dtype, int64_t inner
 ops_status encode_map(const opsi_launch *ctx, CUtensorMap *map, const void *base, int32_t dtype, int64_t inner,
                       int64_t outer, int64_t s_outer, int64_t batch, int64_t s_batch, int box_outer,
                       const char *what) {
-  const CUresult r = map_3d(map, base, dtype, inner, outer, s_outer, batch, s_batch, box_outer);
-  if (r == CUDA_ERROR_NOT_FOUND) {
-    return opsi_launch_failed(ctx, OPS_ERR_CUDA, what, "the driver has no cuTensorMapEncodeTiled", 0);
-  }
-  if (r != CUDA_SUCCESS) return opsi_launch_failed(ctx, OPS_ERR_CUDA, what, "cuTensorMapEncodeTiled failed", (int32_t)r);
-  return OPS_OK;
+  return opsi::map_status(ctx, map_3d(map, base, dtype, inner, outer, s_outer, batch, s_batch, box_outer), what);
 }
 
 /* D's store map (box 64 x 64 x 1) when the Hopper epilogue can store D by TMA: 16-bit, unit
@@ -157,7 +148,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
   ctx->info->plan = d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
-  return cuda_status(ctx, e);
+  return opsi::launch_status(ctx, e);
 }
 
 /* ---- portable ---- */
@@ -173,7 +164,7 @@ ops_status run_tiled(const opsi_launch *ctx, const opsi_gemm_args *a) {
                                                      ctx->info->block));
   /* static shared memory, which the kernels declare in these sizes (gemm_tiled.cuh) */
   ctx->info->smem_bytes = a->a.dtype == OPS_DTYPE_F32 ? OPSI_GEMM_FFMA_SMEM : OPSI_GEMM_MMA_SMEM;
-  return cuda_status(ctx, e);
+  return opsi::launch_status(ctx, e);
 }
 
 template <typename T>
@@ -193,7 +184,7 @@ ops_status run_pipelined(const opsi_launch *ctx, const opsi_gemm_args *a) {
     case OPS_DTYPE_F16: e = launch_cp<__half>(g, stream, ctx->info); break;
     default: e = launch_cp<float>(g, stream, ctx->info); break;
   }
-  return cuda_status(ctx, e);
+  return opsi::launch_status(ctx, e);
 }
 
 /* by_rows: N == 1, the matrix is A; else M == 1, the matrix is B^T. */
@@ -216,7 +207,7 @@ ops_status run_gemv(const opsi_launch *ctx, const opsi_gemm_args *a, int by_rows
   OPSI_DISPATCH_FLOAT(a->a.dtype, T,
                       e = opsi::launch_gemv<T>(g, v, ctx->sm_count, (cudaStream_t)ctx->stream, ctx->info->grid,
                                                ctx->info->block));
-  return cuda_status(ctx, e);
+  return opsi::launch_status(ctx, e);
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ static void records_carry_the_ops_own_counts(void **state) {
   assert_int_equal(g_last.grid[0], 0); /* no grid on the CPU */
   assert_int_equal(g_last.choice, OPS_CHOICE_MODEL);
   assert_null(g_last.launch_plan); /* a CPU kernel runs one way */
+  assert_int_equal(g_last.cluster_blocks, 0); /* no clusters on the CPU */
   assert_non_null(strstr(g_problem, "gemm f32 -> f32 on cpu: batch=1 m=48 n=40 k=32"));
   /* Failed calls and empty calls run nothing, so they record nothing. */
   assert_int_equal(ops_gemm(h, NULL, &ta, &ta, &td, NULL, 0), OPS_ERR_SHAPE_MISMATCH);
@@ -109,6 +110,7 @@ static void opslib_profile_writes_json_lines(void **state) {
     assert_non_null(strstr(line, "\"time_us\":"));
     assert_non_null(strstr(line, "\"gbps\":"));
     assert_non_null(strstr(line, "\"choice\":\"model\""));
+    assert_non_null(strstr(line, "\"cluster\":0"));
     assert_null(strstr(line, "\"plan\":")); /* written only for kernels with launch variants */
     ++lines;
   }

@@ -414,8 +414,7 @@ static int parse_x(const char *op_name, int dt, ops_device dev, explain_call *c)
   int64_t d[8];
   if ((rc = need("--x", op_name))) return rc;
   const int n = parse_dims("--x", d, 8);
-  if (n < 0) return 2;
-  if (n < 1) return usage_error("--x: expected at least one extent");
+  if (n < 0) return 2; /* parse_dims gives at least one extent */
   const int64_t ws[1] = {d[n - 1]};
   for (int i = 0; i < 3; ++i) c->t[i] = desc(dt, dev, n, d); /* x, y (dy, x, dx), in that order */
   switch (c->op) {

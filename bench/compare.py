@@ -288,6 +288,83 @@ def sdpa_cases(torch, opslib, compile_on, quick):
     return cases
 
 
+def decode_cases(torch, opslib, compile_on, quick):
+    """Decode (Sq 1) and speculative decoding (Sq 4, 16; causal, bottom-right) against a long
+    KV cache, bf16 d128: opslib on the contiguous cache and on paged pools (pages of 16 and 64
+    in shuffled order holding the same keys), PyTorch's backends with enable_gqa on the
+    contiguous cache. Bytes: K and V once, Q and O."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    F = torch.nn.functional
+    try:
+        from torch.nn.attention.bias import causal_lower_right
+    except ImportError:
+        causal_lower_right = None
+    configs = [("B1 kv128k", 1, 131072, 32, 8, 1), ("B8 kv32k", 8, 32768, 32, 8, 1),
+               ("B64 kv4k", 64, 4096, 32, 8, 1), ("B16 kv8k h64:8", 16, 8192, 64, 8, 1),
+               ("B8 kv32k sq4", 8, 32768, 32, 8, 4), ("B8 kv32k sq16", 8, 32768, 32, 8, 16),
+               ("B1 kv1k", 1, 1024, 32, 8, 1), ("B1 kv4k", 1, 4096, 32, 8, 1)]
+    if quick:
+        configs = configs[1:2]
+    d, bf = 128, torch.bfloat16
+    cases = []
+    for name, b, skv, hq, hkv, sq in configs:
+        for page in (0, 16, 64):
+            def mk(b=b, skv=skv, hq=hq, hkv=hkv, sq=sq, page=page):
+                st = {"q": torch.randn(b, hq, sq, d, device="cuda", dtype=bf),
+                      "k": torch.randn(b, hkv, skv, d, device="cuda", dtype=bf),
+                      "v": torch.randn(b, hkv, skv, d, device="cuda", dtype=bf),
+                      "o": torch.empty(b, hq, sq, d, device="cuda", dtype=bf),
+                      "lens": torch.full((b,), skv, device="cuda", dtype=torch.int32)}
+                if page:
+                    per = skv // page
+                    perm = torch.randperm(b * per, device="cuda")
+                    for t in ("k", "v"):
+                        pool = torch.empty(b * per, page, hkv, d, device="cuda", dtype=bf)
+                        pool[perm] = st[t].transpose(1, 2).reshape(b * per, page, hkv, d)
+                        st[t + "p"] = pool
+                    st["table"] = perm.view(b, per).to(torch.int32)
+                    del st["k"], st["v"]  # the paged rows time opslib alone (no PyTorch paged kernel)
+                return st
+
+            def backend(bk, sq=sq, skv=skv):
+                def run(st):
+                    with sdpa_kernel(bk):
+                        if sq == 1:
+                            return F.scaled_dot_product_attention(st["q"], st["k"], st["v"], enable_gqa=True)
+                        return F.scaled_dot_product_attention(st["q"], st["k"], st["v"], enable_gqa=True,
+                                                              attn_mask=causal_lower_right(sq, skv))
+                return run
+
+            def bshd(t):
+                return t.transpose(1, 2)
+
+            def run_ops(st, page=page, causal=sq > 1):
+                if page:
+                    opslib.sdpa(bshd(st["q"]), st["kp"], st["vp"], causal=causal, kv_lens=st["lens"],
+                                block_table=st["table"], out=bshd(st["o"]))
+                else:
+                    opslib.sdpa(bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), causal=causal, out=bshd(st["o"]))
+                return st["o"]
+
+            def explain(st, page=page, causal=sq > 1):
+                if page:
+                    return opslib.explain("sdpa", bshd(st["q"]), st["kp"], st["vp"], causal=causal,
+                                          kv_lens=st["lens"], block_table=st["table"], out=bshd(st["o"]))
+                return opslib.explain("sdpa", bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), causal=causal,
+                                      out=bshd(st["o"]))
+
+            torch_fns = {}
+            if page == 0 and (sq == 1 or causal_lower_right is not None):
+                torch_fns = {"flash": backend(SDPBackend.FLASH_ATTENTION), "cudnn": backend(SDPBackend.CUDNN_ATTENTION),
+                             "efficient": backend(SDPBackend.EFFICIENT_ATTENTION)}
+            nb = 2 * (2 * b * hkv * skv * d + 2 * b * hq * sq * d)
+            flops = 4 * b * hq * sq * skv * d
+            label = name + (f" p{page}" if page else "")
+            cases.append(Case("decode", "sdpa", label, "bf16", nb, flops, mk, run_ops, torch_fns, explain=explain,
+                              compare=bool(torch_fns)))
+    return cases
+
+
 # ---- running -----------------------------------------------------------------------------
 
 def run_case(torch, opslib, case, l2, iters, log):
@@ -335,7 +412,7 @@ def run_case(torch, opslib, case, l2, iters, log):
 def fmt_rate(row, us):
     if us is None:
         return "-"
-    if row["family"] == "memory":
+    if row["family"] in ("memory", "decode"):
         return f"{us:8.1f} us {row['bytes'] / us / 1e6:5.2f} TB/s"
     return f"{us:8.1f} us {row['flops'] / us / 1e6:6.1f} TF/s"
 
@@ -346,7 +423,8 @@ def print_row(row):
     check = "" if "rel_err" not in o else ("ok" if o["rel_err"] < row["tol"] else "DIFFERS") + f" {o['rel_err']:.1e}"
     theirs = fmt_rate(row, row.get("best_torch_us")) + f" {row.get('best_torch', '-')}"
     ratio = f"{row['speedup']:.2f}x" if "speedup" in row else "-"
-    host = f"{o['host_us']:5.0f}/{row['torch_host_us'][row['best_torch']]:<4.0f}" if "host_us" in o else ""
+    host = f"{o['host_us']:5.0f}/{row['torch_host_us'][row['best_torch']]:<4.0f}" if "host_us" in o and "best_torch" in row \
+        else f"{o['host_us']:5.0f}/-" if "host_us" in o else ""
     print(f"{row['op']:<15} {row['shape']:<17} {ours:<30} {theirs:<40} {ratio:>6}  {check:<13} {host}",
           flush=True)
 
@@ -433,7 +511,7 @@ def main():
           f"opslib {opslib.version()} from {opslib.library_path}")
     print(f"{'op':<15} {'shape':<17} {'opslib':<30} {'best PyTorch':<40} {'ratio':>6}  {'agree':<13} "
           f"host us/call (opslib/PyTorch)")
-    builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases}
+    builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases, "decode": decode_cases}
     for fam in args.families.split(","):
         t0 = time.time()
         for case in builders[fam](torch, opslib, not args.no_compile, args.quick):

@@ -54,6 +54,17 @@ typedef struct opsi_tiling {
  * for explain; the launcher reports the same words of the variant it took (launch.h). */
 typedef const char *(*opsi_plan_fn)(const opsi_problem *problem);
 
+/* A launch the tiling cannot state (split-KV: packed rows, a part count from the device),
+ * for the cost model: its blocks and kernels, the padding of its math, and its memory traffic
+ * over the op's minimal bytes. */
+typedef struct opsi_grid_estimate {
+  double blocks;
+  double pad_factor;   /* >= 1 */
+  double bytes_factor; /* multiplies the row's bytes_factor */
+  int32_t launches;    /* kernels a call launches */
+} opsi_grid_estimate;
+typedef void (*opsi_grid_fn)(const opsi_problem *problem, opsi_grid_estimate *estimate);
+
 typedef struct opsi_kernel_row {
   /* identity */
   int32_t id;       /* stable kernel_id: never renumbered or reused */
@@ -89,10 +100,12 @@ typedef struct opsi_kernel_row {
                                            range (the op's uniform work, dispatch/work.c) and
                                            tiled dim 0's tile count must divide by it */
   opsi_plan_fn plan;                    /* NULL: it runs one way */
+  opsi_grid_fn grid;                    /* NULL: the tiling states the grid */
 
   /* what it costs (dispatch/cost.c; coefficients per SM family in capabilities/machines.c) */
   int32_t unit;         /* opsi_unit bounding its arithmetic */
   float efficiency;     /* fraction of the unit's peak and of memory bandwidth it reaches */
+  float mem_efficiency; /* fraction of memory bandwidth, where it differs (0: efficiency) */
   float bytes_factor;   /* device memory traffic over the op's minimal bytes (2-pass: ~1.5) */
   opsi_tiling tiling;   /* CUDA rows; all -1 / 0 on the CPU */
   const char *workspace_formula; /* the workspace function in words, for explain and list */
@@ -104,8 +117,9 @@ typedef struct opsi_kernel_row {
 } opsi_kernel_row;
 
 /* 1 when every work tile of p reads the same range of its operands, as launchers see it:
- * SDPA without varlen and without a window side that cuts the keys (a side at least as
- * long as the sequence cuts nothing; causal is a window); every other op. */
+ * SDPA without varlen, without a KV cache (per-sequence lengths) and without a window side
+ * that cuts the keys (a side at least as long as the sequence cuts nothing; causal is a
+ * window); every other op. */
 int opsi_uniform_work(const opsi_problem *p);
 
 /* The rows of `op` (NULL, 0 for an unknown op): O(1), a table indexed by op id. */

@@ -7,6 +7,7 @@
 #include "kernels/flash/sdpa_kernels.h"
 #include "kernels/flash/sdpa_mma_shape.h"
 #include "kernels/flash/sdpa_sm90_shape.h"
+#include "kernels/flash/sdpa_split_shape.h"
 
 #define SDPA_GPU_FLAGS                                                                                       \
   (OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_MASK | OPSI_F_STRIDED | \
@@ -91,7 +92,7 @@ int opsi_uniform_work(const opsi_problem *p) {
   if (p->op != OPS_OP_SDPA) return 1;
   const int cuts_left = p->extra[0] >= 0 && p->extra[0] < p->dims[OPSI_SDPA_SK];
   const int cuts_right = p->extra[1] >= 0 && p->extra[1] < p->dims[OPSI_SDPA_SQ];
-  return !cuts_left && !cuts_right && !(p->flags & OPSI_F_VARLEN);
+  return !cuts_left && !cuts_right && !(p->flags & (OPSI_F_VARLEN | OPSI_F_KV_CACHE));
 }
 
 static const char *sm90_plan(const opsi_problem *p) {
@@ -102,6 +103,92 @@ static const char *sm90_pair_plan(const opsi_problem *p) {
   (void)p; /* the row takes uniform calls alone */
   return OPSI_SDPA_SM90_PLAN_PAIR;
 }
+
+/* The split-KV kernels (sdpa_split.cuh): a block is BM packed rows (query rows x the query
+ * heads of one KV head) over one part of the keys; the part count comes from the shape and the
+ * device (sdpa_split_shape.h), as the launcher takes it. */
+static int64_t split_row_tiles(const opsi_problem *p, int bm) {
+  const int64_t hkv = p->dims[OPSI_SDPA_HKV] > 0 ? p->dims[OPSI_SDPA_HKV] : 1;
+  const int64_t rows = p->dims[OPSI_SDPA_SQ] * (p->dims[OPSI_SDPA_HQ] / hkv);
+  return (rows + bm - 1) / bm;
+}
+
+static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
+  const int64_t units = p->dims[OPSI_SDPA_B] * p->dims[OPSI_SDPA_HKV] * split_row_tiles(p, bm);
+  const int64_t key_tiles = (p->dims[OPSI_SDPA_SK] + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN;
+  return opsi_sdpa_split_count(units, key_tiles, p->sm_count, per_sm);
+}
+
+static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_grid_estimate *e) {
+  const int64_t tiles = split_row_tiles(p, bm), hkv = p->dims[OPSI_SDPA_HKV] > 0 ? p->dims[OPSI_SDPA_HKV] : 1;
+  const int32_t parts = split_parts(p, bm, per_sm);
+  const double rows = (double)p->dims[OPSI_SDPA_SQ] * (double)(p->dims[OPSI_SDPA_HQ] / hkv);
+  e->blocks = (double)(p->dims[OPSI_SDPA_B] * hkv * tiles * parts);
+  const int64_t d = p->dims[OPSI_SDPA_D] > p->dims[OPSI_SDPA_DV] ? p->dims[OPSI_SDPA_D] : p->dims[OPSI_SDPA_DV];
+  e->pad_factor = (rows > 0 ? (double)(tiles * bm) / rows : 1.0) * (d > 0 ? (double)dp / (double)d : 1.0);
+  /* a KV head's second to fourth row tile reads its keys again, mostly from L2 */
+  e->bytes_factor = 1.0 + 0.25 * (double)((tiles < 4 ? tiles : 4) - 1);
+  /* a kernel wider than the head dim holds fewer blocks an SM: less of the stream in flight */
+  if (d > 0 && dp > d) e->bytes_factor *= (double)dp / (double)d;
+  e->launches = parts > 1 ? 2 : 1;
+}
+
+#define SDPA_SPLIT_FNS(ID, NAME, D, BM)                                                                      \
+  static size_t split_workspace_##NAME(const opsi_problem *p) {                                            \
+    return opsi_sdpa_split_workspace(split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM), p->dims[OPSI_SDPA_TQ], \
+                                     p->dims[OPSI_SDPA_HQ], p->dims[OPSI_SDPA_DV]);                        \
+  }                                                                                                          \
+  static const char *split_plan_##NAME(const opsi_problem *p) {                                            \
+    return opsi_sdpa_split_plan(split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM));                         \
+  }                                                                                                          \
+  static void split_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) {                            \
+    split_grid(p, D, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, e);                                                     \
+  }
+OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
+#undef SDPA_SPLIT_FNS
+
+/* math: 16 rows over 16 keys a warp and a tile (_m16), 16 rows over 64 (_m64), against the
+ * FlashAttention-2 kernels' 0.5; memory: _m16 streams K / V near the copy bandwidth, _m64
+ * (two blocks an SM, four times the math a tile) about half of it (bench/RESULTS.md) */
+#define SDPA_SPLIT_EFF_16 0.25f
+#define SDPA_SPLIT_EFF_64 0.4f
+#define SDPA_SPLIT_MEM_EFF_16 0.85f
+#define SDPA_SPLIT_MEM_EFF_64 0.5f
+#define SDPA_SPLIT_ROLE_16 "the block's 16 packed rows over a quarter of each key tile; cp.async ring; merge"
+#define SDPA_SPLIT_ROLE_64 "16 packed rows each over every key; mma.sync, online softmax; cp.async ring"
+#define SDPA_SPLIT_ROW(ID, NAME, D, BM)                                                                      \
+  SDPA_SPLIT_ROW_X(ID, "cuda_sdpa_split_" #NAME, D, BM, OPSI_SDPA_SPLIT_BN, OPSI_SDPA_SPLIT_D##D##_STAGES,     \
+                   OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, OPSI_SDPA_SPLIT_D##D##_SM_MIN, SDPA_SPLIT_ROLE_##BM, NAME),
+#define SDPA_SPLIT_ROW_X(...) SDPA_SPLIT_ROW_(__VA_ARGS__)
+#define SDPA_SPLIT_ROW_(ID, NAME, DP, BM, BN, STAGES, PER_SM, SM_MIN, ROLE, SUFFIX)                                      \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = SM_MIN, .sm_max = 90, \
+      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
+      .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
+      .variants = OPSI_ALL_VARIANTS,                                                                         \
+      .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_DV_NE_D |      \
+               OPSI_F_KV_CACHE | OPSI_F_PAGED,                                                               \
+      .align = 16, .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                       \
+      .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
+                  [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
+      .roles = {{"mma warps", 4, ROLE}},                                                                     \
+      .stages = STAGES,                                                                                      \
+      .smem_layout = "Q " #BM " packed rows x " #DP ", K and V " #STAGES " stages of " #BN "x" #DP " each, "  \
+                     "16-byte chunks XOR-swizzled by row % 8; the merge's f32 rows of " #DP " + 8 over the " \
+                     "ring; row max / sum 2 x 64 floats",                                                    \
+      .smem_bytes = OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES), .threads = 128, .vector_bytes = 16,            \
+      .deterministic = 1,                                                                                    \
+      .reduction_order = "per packed row: a part's key tiles in order (online softmax), the warps' partial " \
+                         "rows in warp order, the parts in part order (f32)",                                \
+      .unit = OPSI_UNIT_MMA_F16, .efficiency = SDPA_SPLIT_EFF_##BM, .mem_efficiency = SDPA_SPLIT_MEM_EFF_##BM,                 \
+      .bytes_factor = 1.0f,                                                                                  \
+      .tiling = {{OPSI_SDPA_SQ, OPSI_SDPA_D, -1}, {BM, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1},  \
+                 PER_SM},                                                                                    \
+      .workspace_formula = "keys split in n > 1 parts: n x tokens_q x heads_q x (round_up(head_dim_v, 4) + 1) " \
+                           "x 4 bytes (n fills a wave: sm_count x " #PER_SM " blocks)",                       \
+      .workspace = split_workspace_##SUFFIX, .plan = split_plan_##SUFFIX, .grid = split_grid_##SUFFIX,       \
+      .launch = opsi_sdpa_cuda_split_##SUFFIX, .tests = OPSI_GPU_TESTS,                                      \
+  }
 
 const opsi_kernel_row opsi_sdpa_rows[] = {
     {
@@ -114,7 +201,7 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
         .out_dtypes = OPSI_FLOAT_DTYPES,
         .variants = OPSI_ALL_VARIANTS,
         .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE |
-                 OPSI_F_MASK | OPSI_F_STRIDED | OPSI_F_DV_NE_D,
+                 OPSI_F_MASK | OPSI_F_STRIDED | OPSI_F_DV_NE_D | OPSI_F_KV_CACHE | OPSI_F_PAGED,
         .fuses = OPSI_F_MASK,
         .reduction_order = "per query row: exact softmax in double, keys in index order",
         .workspace = opsi_sdpa_cpu_workspace,
@@ -122,5 +209,6 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     },
     OPSI_SDPA_MMA_KERNELS(SDPA_MMA_ROW)
     OPSI_SDPA_SM90_KERNELS(SDPA_SM90_ROW)
+    OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_ROW)
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];

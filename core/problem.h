@@ -34,7 +34,10 @@ enum {
   OPSI_F_DWEIGHT = 1u << 18,            /* norm backward: dweight written */
   /* GEMM operand layouts (either is still "not strided": one of its two axes is unit-stride) */
   OPSI_F_A_M_MAJOR = 1u << 19, /* A's K axis is not unit-stride (A is read down its columns) */
-  OPSI_F_B_N_MAJOR = 1u << 20  /* B's K axis is not unit-stride (row-major [K, N]) */
+  OPSI_F_B_N_MAJOR = 1u << 20, /* B's K axis is not unit-stride (row-major [K, N]) */
+  /* SDPA over a KV cache */
+  OPSI_F_KV_CACHE = 1u << 21, /* per-sequence key counts (kv_lens) in a cache of a capacity */
+  OPSI_F_PAGED = 1u << 22     /* K and V in pages named by a block table */
 };
 
 /* The dispatcher's summary of one call. Plain data: compared and hashed as bytes by the
@@ -53,6 +56,8 @@ typedef struct opsi_problem {
   int64_t dims[8];       /* op-specific shape signature: the OPSI_DIM_* indices below */
   int64_t extra[2];      /* op-specific values that change the cost, not eligibility
                             (SDPA: window_left, window_right; -1 unbounded) */
+  int32_t sm_count;      /* the device's multiprocessors (grid sizing of split kernels); 0 on the CPU */
+  int32_t page_size;     /* SDPA over a paged cache: keys a page; else 0 */
 } opsi_problem;
 
 /* Which dims[] entry holds what, per op. */

@@ -13,25 +13,38 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const opsi_machine *m = opsi_machine_for(p->backend, dev->sm_version);
   opsi_work(p, &c->bytes, &c->flops);
   const double eff = r->efficiency > 0.0f ? (double)r->efficiency : 1.0;
-  const double bytes_factor = r->bytes_factor > 0.0f ? (double)r->bytes_factor : 1.0;
+  opsi_grid_estimate ge = {1.0, 1.0, 1.0, 1};
+  const int by_fn = r->backend == OPS_DEVICE_CUDA && r->grid != NULL;
+  if (by_fn) r->grid(p, &ge);
+  const double bytes_factor = (r->bytes_factor > 0.0f ? (double)r->bytes_factor : 1.0) * ge.bytes_factor;
   const double rate = r->unit >= 0 && r->unit < OPSI_UNIT_COUNT ? m->tflops[r->unit] : 0.0;
   c->efficiency = eff;
   c->calibration_set = NULL;
   c->calibration = r->backend == OPS_DEVICE_CUDA ? opsi_calibration_for(r->id, dev->sm_version, &c->calibration_set)
                                                  : NULL;
   const opsi_calibration *cal = c->calibration;
-  c->mem_us = cal != NULL ? c->bytes / (cal->gbps * 1e3) : c->bytes * bytes_factor / (m->mem_gbps * 1e3 * eff);
+  const double mem_eff = r->mem_efficiency > 0.0f ? (double)r->mem_efficiency : eff;
+  c->mem_efficiency = mem_eff;
+  c->mem_us = cal != NULL ? c->bytes / (cal->gbps * 1e3) : c->bytes * bytes_factor / (m->mem_gbps * 1e3 * mem_eff);
   c->math_us = cal != NULL && cal->tflops > 0.0 ? c->flops / (cal->tflops * 1e6)
                : rate > 0.0                     ? c->flops / (rate * 1e6 * eff)
                                                 : INFINITY;
-  c->launch_us = cal != NULL ? cal->launch_us : m->launch_us;
+  c->launch_us = (cal != NULL ? cal->launch_us : m->launch_us) * (ge.launches > 1 ? ge.launches : 1);
   c->wave_us = cal != NULL ? cal->wave_us : 0.0;
   c->wave_factor = 1.0;
   c->pad_factor = 1.0;
   c->blocks = 1.0;
   c->waves = 1.0;
   const opsi_tiling *t = &r->tiling;
-  if (r->backend == OPS_DEVICE_CUDA && t->tile_dim[0] >= 0) {
+  if (by_fn) {
+    const double slots = (double)dev->sm_count * (t->blocks_per_sm > 0 ? t->blocks_per_sm : 1);
+    c->blocks = ge.blocks;
+    c->pad_factor = ge.pad_factor;
+    if (ge.blocks > 0 && slots > 0) {
+      c->waves = ceil_div(ge.blocks, slots);
+      c->wave_factor = c->waves * slots / ge.blocks;
+    }
+  } else if (r->backend == OPS_DEVICE_CUDA && t->tile_dim[0] >= 0) {
     double blocks = 1.0;
     for (int i = 0; i < 3; ++i) {
       if (t->tile_dim[i] < 0 || t->tile[i] <= 0) continue;
@@ -68,6 +81,10 @@ void opsi_format_cost(const opsi_cost *c, char *buf, size_t n) {
     snprintf(buf + used, n - (size_t)used, " + %.1f us a wave; calibrated %s (%d shapes)", c->wave_us,
              c->calibration_set->name, (int)c->calibration->shapes);
   } else {
-    snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f", c->efficiency);
+    if (c->mem_efficiency != c->efficiency) {
+      snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f (memory %.2f)", c->efficiency, c->mem_efficiency);
+    } else {
+      snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f", c->efficiency);
+    }
   }
 }

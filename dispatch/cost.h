@@ -33,6 +33,7 @@ typedef struct opsi_cost {
   const opsi_calibration *calibration;         /* the entry used, or NULL: the row's efficiency */
   const opsi_calibration_set *calibration_set; /* where it comes from */
   double efficiency;                           /* the row's, when uncalibrated */
+  double mem_efficiency;                       /* the row's for memory, when uncalibrated */
 } opsi_cost;
 
 /* The op's minimal bytes moved and flops, from the problem alone. */

@@ -33,6 +33,7 @@ void opsi_problem_init(opsi_problem *p, int32_t op, ops_handle handle) {
   p->op = op;
   p->backend = handle->device.type;
   p->sm = handle->info.code_sm; /* what the build can run there decides eligibility */
+  p->sm_count = handle->device.type == OPS_DEVICE_CUDA ? handle->info.sm_count : 0;
   p->math_mode = handle->math_mode;
   p->deterministic = handle->deterministic;
   p->align = 16;

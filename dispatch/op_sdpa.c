@@ -65,6 +65,58 @@ static ops_status check_cu_seqlens(const opsi_vctx *v, const char *arg, const op
   return OPS_OK;
 }
 
+/* The KV cache's key counts (int32 [batch]) and block table (int32 [batch, max_pages]) as
+ * descriptors; sets the capacity a sequence. */
+static ops_status check_cache(const opsi_vctx *v, const ops_sdpa_params *p, const ops_tensor *k, int64_t batch,
+                              int64_t *capacity) {
+  OPSI_TRY(opsi_check_tensor(v, "params->kv_lens", p->kv_lens, NULL));
+  OPSI_TRY(opsi_check_dtype_in(v, "params->kv_lens", p->kv_lens, OPSI_DTYPE_BIT(OPS_DTYPE_I32)));
+  const int64_t l_shape[1] = {batch};
+  OPSI_TRY(opsi_check_shape(v, "params->kv_lens", p->kv_lens, 1, l_shape, "[batch]"));
+  const ops_tensor *bt = p->block_table;
+  int64_t pages = 0;
+  if (bt != NULL) {
+    OPSI_TRY(opsi_check_tensor(v, "params->block_table", bt, NULL));
+    OPSI_TRY(opsi_check_dtype_in(v, "params->block_table", bt, OPSI_DTYPE_BIT(OPS_DTYPE_I32)));
+    OPSI_TRY(opsi_check_ndim(v, "params->block_table", bt, 2, 2));
+    OPSI_TRY(opsi_check_extent(v, "params->block_table", bt, 0, batch, "batch"));
+    pages = bt->shape[1];
+    *capacity = pages * k->shape[1];
+  } else {
+    *capacity = k->shape[1];
+  }
+  return OPS_OK;
+}
+
+/* On the CPU (after the aliasing check): the key counts within the capacity, the pages they
+ * use within the pool. On a GPU they cannot be read without synchronizing: kernels clamp. */
+static ops_status check_cache_contents(const opsi_vctx *v, const ops_sdpa_params *p, const ops_tensor *k,
+                                       int64_t batch, int64_t capacity) {
+  if (p->kv_lens->device.type != OPS_DEVICE_CPU || v->mode != OPSI_RUN) return OPS_OK;
+  const ops_tensor *bt = p->block_table;
+  const int64_t *cap = &capacity;
+  const int32_t *lens = (const int32_t *)p->kv_lens->data;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int32_t len = lens[b * p->kv_lens->strides[0]];
+    if (len < 0 || len > *cap) {
+      return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->kv_lens[%lld]: expected 0..%lld (the cache's %s), got %d",
+                       v->fn, (long long)b, (long long)*cap,
+                       bt != NULL ? "pages a sequence times page_size" : "capacity, k's axis 1", (int)len);
+    }
+    if (bt == NULL) continue;
+    const int32_t *row = (const int32_t *)bt->data + b * bt->strides[0];
+    for (int64_t pg = 0; pg * k->shape[1] < len; ++pg) {
+      const int32_t id = row[pg * bt->strides[1]];
+      if (id < 0 || id >= k->shape[0]) {
+        return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                         "%s: params->block_table[%lld, %lld]: expected a page id in 0..%lld (k's axis 0), got %d",
+                         v->fn, (long long)b, (long long)pg, (long long)k->shape[0] - 1, (int)id);
+      }
+    }
+  }
+  return OPS_OK;
+}
+
 static ops_status check_params(const opsi_vctx *v, const ops_sdpa_params *p) {
   if (!isfinite(p->scale)) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->scale: expected a finite value (0 for 1/sqrt(head_dim)), got %g",
@@ -84,6 +136,19 @@ static ops_status check_params(const opsi_vctx *v, const ops_sdpa_params *p) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
                      "%s: params->window_right: expected -1 or 0 with causal (which ends the window "
                      "at the diagonal), got %d", v->fn, (int)p->window_right);
+  }
+  if (p->block_table != NULL && p->kv_lens == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER,
+                     "%s: params->kv_lens: expected a tensor (a paged cache, block_table, needs the key "
+                     "counts), got NULL", v->fn);
+  }
+  if (p->kv_lens != NULL) {
+    if (p->cu_seqlens_k != NULL || p->attn_mask != NULL) {
+      return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                       "%s: params->%s: expected NULL with a KV cache (kv_lens set), got a tensor", v->fn,
+                       p->cu_seqlens_k != NULL ? "cu_seqlens_k" : "attn_mask");
+    }
+    return OPS_OK;
   }
   if ((p->cu_seqlens_q == NULL) != (p->cu_seqlens_k == NULL)) {
     return opsi_fail(OPS_ERR_NULL_POINTER,
@@ -144,8 +209,13 @@ static opsi_sdpa_geom device_geom(const opsi_sdpa_args *a) {
     g.mask_dtype = a->mask.dtype;
   }
   if (a->varlen) {
-    g.cu_q = a->cu_seqlens_q, g.cu_k = a->cu_seqlens_k;
+    g.cu_q = a->cu_seqlens_q, g.cu_k = a->cu_seqlens_k; /* cu_k NULL with a KV cache */
     g.cu_sq = a->cu_stride_q, g.cu_sk = a->cu_stride_k;
+  }
+  if (a->cache) g.kv_lens = a->kv_lens, g.kl_s = a->kv_lens_stride;
+  if (a->paged) {
+    g.pages = a->block_table, g.pg_sb = a->bt_sb, g.pg_sp = a->bt_sp, g.num_pages = a->num_pages;
+    g.page_size = (int32_t)a->page_size, g.pages_per_seq = (int32_t)a->pages_per_seq;
   }
   g.batch = (int32_t)a->batch, g.heads_q = (int32_t)a->heads_q;
   g.group = a->heads_kv > 0 ? (int32_t)(a->heads_q / a->heads_kv) : 1;
@@ -179,34 +249,43 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   OPSI_TRY(opsi_check_dtype_eq(v, "o", o, q->dtype, "q's dtype"));
   if (lse != NULL) OPSI_TRY(opsi_check_dtype_eq(v, "lse", lse, OPS_DTYPE_F32, "LSE is always f32"));
 
-  const int varlen = p.cu_seqlens_q != NULL;
-  const int nd = varlen ? 3 : 4;
-  const int ax = varlen ? 0 : 1; /* the S (or packed T) axis */
+  const int varlen = p.cu_seqlens_q != NULL; /* packed queries */
+  const int cache = p.kv_lens != NULL, paged = p.block_table != NULL;
+  const int nd = varlen ? 3 : 4, nd_kv = varlen && !cache ? 3 : 4;
+  const int ax = varlen ? 0 : 1;      /* q's S (or packed T) axis */
+  const int ax_k = nd_kv == 3 ? 0 : 1; /* k's (a page's rows with a block table) */
   OPSI_TRY(opsi_check_ndim(v, "q", q, nd, nd));
-  OPSI_TRY(opsi_check_ndim(v, "k", k, nd, nd));
-  OPSI_TRY(opsi_check_ndim(v, "v", val, nd, nd));
+  OPSI_TRY(opsi_check_ndim(v, "k", k, nd_kv, nd_kv));
+  OPSI_TRY(opsi_check_ndim(v, "v", val, nd_kv, nd_kv));
   OPSI_TRY(opsi_check_ndim(v, "o", o, nd, nd));
-  if (!varlen) {
+  if (paged) {
+    OPSI_TRY(opsi_check_extent(v, "v", val, 0, k->shape[0], "num_pages, from k"));
+  } else if (!varlen) {
     OPSI_TRY(opsi_check_extent(v, "k", k, 0, q->shape[0], "batch, from q"));
     OPSI_TRY(opsi_check_extent(v, "v", val, 0, q->shape[0], "batch, from q"));
   }
   const int64_t sq = q->shape[ax], hq = q->shape[ax + 1], d = q->shape[ax + 2];
-  const int64_t sk = k->shape[ax], hkv = k->shape[ax + 1];
-  OPSI_TRY(opsi_check_extent(v, "k", k, ax + 2, d, "head_dim, from q"));
-  OPSI_TRY(opsi_check_extent(v, "v", val, ax, sk, varlen ? "packed key rows, from k" : "seqlen_k, from k"));
-  OPSI_TRY(opsi_check_extent(v, "v", val, ax + 1, hkv, "heads_kv, from k"));
-  const int64_t dv = val->shape[ax + 2];
+  const int64_t sk = k->shape[ax_k], hkv = k->shape[ax_k + 1];
+  OPSI_TRY(opsi_check_extent(v, "k", k, ax_k + 2, d, "head_dim, from q"));
+  OPSI_TRY(opsi_check_extent(v, "v", val, ax_k, sk,
+                             paged ? "page_size, from k" : varlen && !cache ? "packed key rows, from k" : "seqlen_k, from k"));
+  OPSI_TRY(opsi_check_extent(v, "v", val, ax_k + 1, hkv, "heads_kv, from k"));
+  const int64_t dv = val->shape[ax_k + 2];
   if ((hkv == 0 && hq != 0) || (hkv != 0 && hq % hkv != 0)) {
     return opsi_fail(OPS_ERR_SHAPE_MISMATCH,
                      "%s: k: axis %d (heads_kv): expected a divisor of heads_q = %lld (GQA), got %lld",
                      v->fn, ax + 1, (long long)hq, (long long)hkv);
   }
-  int64_t batch;
+  int64_t batch, capacity = 0;
   if (varlen) {
     batch = p.cu_seqlens_q->ndim == 1 ? p.cu_seqlens_q->shape[0] - 1 : 0;
     OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_q", p.cu_seqlens_q, -1, sq, p.max_seqlen_q, "max_seqlen_q"));
-    OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_k", p.cu_seqlens_k, batch + 1, sk, p.max_seqlen_k,
-                              "max_seqlen_k"));
+    if (cache && !paged) OPSI_TRY(opsi_check_extent(v, "k", k, 0, batch, "batch, from cu_seqlens_q"));
+    if (cache && !paged) OPSI_TRY(opsi_check_extent(v, "v", val, 0, batch, "batch, from cu_seqlens_q"));
+    if (!cache) {
+      OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_k", p.cu_seqlens_k, batch + 1, sk, p.max_seqlen_k,
+                                "max_seqlen_k"));
+    }
     const int64_t o_shape[3] = {sq, hq, dv};
     OPSI_TRY(opsi_check_shape(v, "o", o, 3, o_shape, "[Tq, Hq, Dv] from q and v"));
     if (lse != NULL) {
@@ -222,9 +301,10 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
       OPSI_TRY(opsi_check_shape(v, "lse", lse, 3, l_shape, "[B, Hq, Sq] from q"));
     }
   }
+  if (cache) OPSI_TRY(check_cache(v, &p, k, batch, &capacity));
   /* with no query (key) rows at all, every sequence is empty whatever max_seqlen says */
   const int64_t seqlen_q = sq == 0 ? 0 : varlen ? p.max_seqlen_q : sq;
-  const int64_t seqlen_k = sk == 0 ? 0 : varlen ? p.max_seqlen_k : sk;
+  const int64_t seqlen_k = cache ? capacity : sk == 0 ? 0 : varlen ? p.max_seqlen_k : sk;
 
   memset(a, 0, sizeof *a);
   if (p.attn_mask != NULL) {
@@ -241,14 +321,16 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
       {"params->attn_mask", p.attn_mask, 0, {NULL, NULL}},
       {"params->cu_seqlens_q", p.cu_seqlens_q, 0, {NULL, NULL}},
       {"params->cu_seqlens_k", p.cu_seqlens_k, 0, {NULL, NULL}},
+      {"params->kv_lens", p.kv_lens, 0, {NULL, NULL}}, {"params->block_table", p.block_table, 0, {NULL, NULL}},
       {"o", o, 1, {NULL, NULL}}, {"lse", lse, 1, {NULL, NULL}},
   };
   OPSI_TRY(opsi_check_aliasing(v, operands, (int)(sizeof operands / sizeof operands[0])));
+  if (cache) OPSI_TRY(check_cache_contents(v, &p, k, batch, capacity));
 
   if (varlen) {
     a->q = packed_as_batched(q, batch);
-    a->k = packed_as_batched(k, batch);
-    a->v = packed_as_batched(val, batch);
+    a->k = cache ? *k : packed_as_batched(k, batch);
+    a->v = cache ? *val : packed_as_batched(val, batch);
     a->o = packed_as_batched(o, batch);
     if (lse != NULL) {
       a->lse = *lse; /* [Hq, Tq] -> [batch, Hq, Tq] with batch stride 0 */
@@ -257,12 +339,27 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
       a->lse.strides[0] = 0, a->lse.strides[1] = lse->strides[0], a->lse.strides[2] = lse->strides[1];
     }
     a->cu_seqlens_q = (const int32_t *)p.cu_seqlens_q->data;
-    a->cu_seqlens_k = (const int32_t *)p.cu_seqlens_k->data;
     a->cu_stride_q = p.cu_seqlens_q->strides[0];
-    a->cu_stride_k = p.cu_seqlens_k->strides[0];
+    if (!cache) {
+      a->cu_seqlens_k = (const int32_t *)p.cu_seqlens_k->data;
+      a->cu_stride_k = p.cu_seqlens_k->strides[0];
+    }
   } else {
     a->q = *q, a->k = *k, a->v = *val, a->o = *o;
     if (lse != NULL) a->lse = *lse;
+  }
+  if (cache) {
+    a->cache = 1;
+    a->kv_lens = (const int32_t *)p.kv_lens->data;
+    a->kv_lens_stride = p.kv_lens->strides[0];
+  }
+  if (paged) {
+    a->paged = 1;
+    a->block_table = (const int32_t *)p.block_table->data;
+    a->bt_sb = p.block_table->strides[0], a->bt_sp = p.block_table->strides[1];
+    a->pages_per_seq = p.block_table->shape[1];
+    a->num_pages = k->shape[0];
+    a->page_size = k->shape[1];
   }
   a->has_lse = lse != NULL;
   a->varlen = varlen;
@@ -294,6 +391,8 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   if (p.window_left >= 0 || (!p.causal && p.window_right >= 0)) pr->flags |= OPSI_F_WINDOW;
   if (hq != hkv) pr->flags |= OPSI_F_GQA;
   if (varlen) pr->flags |= OPSI_F_VARLEN;
+  if (cache) pr->flags |= OPSI_F_KV_CACHE;
+  if (paged) pr->flags |= OPSI_F_PAGED, pr->page_size = (int32_t)(a->page_size < INT32_MAX ? a->page_size : INT32_MAX);
   if (lse != NULL) pr->flags |= OPSI_F_LSE;
   if (a->has_mask) pr->flags |= OPSI_F_MASK;
   if (dv != d) pr->flags |= OPSI_F_DV_NE_D;
@@ -306,7 +405,7 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
     const ops_tensor *t = rowwise[i];
     opsi_problem_add_align(pr, t);
     for (int ax = 0; ax < t->ndim; ++ax) {
-      if (t->shape[ax] > 1 && (ax == nd - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
+      if (t->shape[ax] > 1 && (ax == t->ndim - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
     }
   }
   *empty = no == 0 && nl == 0;

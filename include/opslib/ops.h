@@ -96,6 +96,17 @@ typedef struct ops_sdpa_params {
   const ops_tensor *cu_seqlens_k;
   int32_t max_seqlen_q; /* varlen: an upper bound of every sequence length (grid sizing) */
   int32_t max_seqlen_k;
+  /* Appended after 0.1.0's first layout: a KV cache. kv_lens: int32 [batch] on the handle's
+   * device; sequence b attends to the first kv_lens[b] keys of its cache, and its queries
+   * are its newest tokens (causal and windows align to kv_lens[b]). The cache is k [batch,
+   * capacity, Hkv, D] (v alike), or with block_table a paged pool. Not with cu_seqlens_k or
+   * attn_mask; q is [batch, Sq, Hq, D], or varlen (cu_seqlens_q, max_seqlen_q). */
+  const ops_tensor *kv_lens;
+  /* Paged KV cache: int32 [batch, max_pages] on the handle's device; needs kv_lens. k is
+   * [num_pages, page_size, Hkv, D] and v [num_pages, page_size, Hkv, Dv]; key j of sequence b
+   * is row j % page_size of page block_table[b, j / page_size]. Entries past a sequence's
+   * last page are not read. */
+  const ops_tensor *block_table;
 } ops_sdpa_params;
 
 OPS_API void ops_sdpa_params_init(ops_sdpa_params *params);
@@ -114,7 +125,10 @@ OPS_API void ops_sdpa_params_init(ops_sdpa_params *params);
  * A query that sees no key (masked by causal, window or mask) gets O = 0, never NaN.
  * Query head h reads key/value head h / (Hq / Hkv).
  * Errors: as the conventions; OPS_ERR_INVALID_ARGUMENT for window < -1, causal with
- * window_right > 0, a non-finite scale, a mask with varlen, a bad cu_seqlens or max_seqlen. */
+ * window_right > 0, a non-finite scale, a mask with varlen, a bad cu_seqlens or max_seqlen,
+ * kv_lens with cu_seqlens_k or a mask, block_table without kv_lens; on a CPU handle also
+ * kv_lens over the capacity and a page id outside [0, num_pages) (the GPU kernels clamp
+ * lengths and skip such pages, reading zeros). */
 OPS_API ops_status ops_sdpa(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
                             const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
                             const ops_tensor *lse, void *workspace, size_t workspace_bytes);

@@ -3,7 +3,7 @@
  * kernel sees one shape of problem:
  *   q, k, v, o are 4-D [B, S, H, D] views. Varlen calls become B = batch views whose batch
  *   stride is 0 over the packed [T, H, D] tensors; row i of sequence b is at S index
- *   seq_start(b) + i.
+ *   seq_start(b) + i. A paged cache's k and v are [num_pages, page_size, H, D] views.
  *   lse is a 3-D [B, Hq, Sq] view (varlen: batch stride 0, S index seq_start(b) + i).
  *   mask is a 4-D view broadcast to [B, Hq, Sq, Sk] (strides 0 on broadcast axes).
  * The CPU reference reads the tensors; the CUDA launchers read geom and keep only the TMA
@@ -28,9 +28,18 @@ typedef struct opsi_sdpa_args {
   const int32_t *cu_seqlens_k;
   int64_t cu_stride_q; /* element stride of cu_seqlens_q */
   int64_t cu_stride_k;
+  /* KV cache (kv_lens): sequence b sees keys [0, kv_lens[b]) of k / v, which are [batch,
+   * capacity, Hkv, D] views, or with a block table [num_pages, page_size, Hkv, D] pools. */
+  int cache;
+  int paged;
+  const int32_t *kv_lens; /* [batch], element stride kv_lens_stride */
+  int64_t kv_lens_stride;
+  const int32_t *block_table; /* [batch, pages_per_seq] at b * bt_sb + page * bt_sp */
+  int64_t bt_sb, bt_sp;
+  int64_t pages_per_seq, num_pages, page_size;
   int64_t batch;
   int64_t seqlen_q; /* varlen: max_seqlen_q */
-  int64_t seqlen_k; /* varlen: max_seqlen_k */
+  int64_t seqlen_k; /* varlen: max_seqlen_k; a KV cache: its capacity a sequence */
   int64_t heads_q;
   int64_t heads_kv;
   int64_t head_dim;

@@ -1,6 +1,7 @@
 /*
  * ops_sdpa on the CPU, in double: for each (batch, query head, query row) the masked,
- * scaled scores of the whole key row are formed, then one exact softmax (max-subtracted)
+ * scaled scores of the whole key row (a KV cache: the sequence's kv_lens keys, through the
+ * block table when paged) are formed, then one exact softmax (max-subtracted)
  * and the weighted sum of V. A row that sees no key gets O = 0 and LSE = -inf.
  *
  * Workspace: the score row (max_seqlen_k doubles) and the output accumulator (Dv doubles),
@@ -21,6 +22,15 @@ static inline int64_t off4(const ops_tensor *t, int64_t b, int64_t s, int64_t h,
   return b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d * t->strides[3];
 }
 
+/* Element d of key (value) row j of sequence b, head h: through the block table when paged
+ * (validation has checked the page ids the sequence's length uses). */
+static inline int64_t key_off(const opsi_sdpa_args *a, const ops_tensor *t, int64_t b, int64_t k0, int64_t j,
+                              int64_t h, int64_t d) {
+  if (!a->paged) return off4(t, b, k0 + j, h, d);
+  const int64_t page = a->block_table[b * a->bt_sb + (j / a->page_size) * a->bt_sp];
+  return off4(t, page, j % a->page_size, h, d);
+}
+
 /* Key j is visible to query i when it lies in the (causal / sliding) window whose
  * diagonal is aligned to the bottom-right corner: j - i == sk - sq on the diagonal. */
 static inline int key_visible(const opsi_sdpa_args *a, int64_t i, int64_t j, int64_t diag) {
@@ -37,9 +47,11 @@ ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
 
   for (int64_t b = 0; b < a->batch; ++b) {
     const int64_t q0 = a->varlen ? a->cu_seqlens_q[b * a->cu_stride_q] : 0;
-    const int64_t k0 = a->varlen ? a->cu_seqlens_k[b * a->cu_stride_k] : 0;
+    const int64_t k0 = a->cu_seqlens_k != NULL ? a->cu_seqlens_k[b * a->cu_stride_k] : 0;
     const int64_t sq = a->varlen ? a->cu_seqlens_q[(b + 1) * a->cu_stride_q] - q0 : a->seqlen_q;
-    const int64_t sk = a->varlen ? a->cu_seqlens_k[(b + 1) * a->cu_stride_k] - k0 : a->seqlen_k;
+    const int64_t sk = a->cache                  ? a->kv_lens[b * a->kv_lens_stride]
+                       : a->cu_seqlens_k != NULL ? a->cu_seqlens_k[(b + 1) * a->cu_stride_k] - k0
+                                                 : a->seqlen_k;
     const int64_t diag = sk - sq;
     for (int64_t h = 0; h < a->heads_q; ++h) {
       const int64_t hk = h / group;
@@ -53,7 +65,7 @@ ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
           double dot = 0.0;
           for (int64_t d = 0; d < a->head_dim; ++d) {
             dot += opsi_load(a->q.data, off4(&a->q, b, q0 + i, h, d), a->q.dtype) *
-                   opsi_load(a->k.data, off4(&a->k, b, k0 + j, hk, d), a->k.dtype);
+                   opsi_load(a->k.data, key_off(a, &a->k, b, k0, j, hk, d), a->k.dtype);
           }
           double s = a->scale * dot;
           if (a->has_mask) {
@@ -71,7 +83,7 @@ ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
             if (p == 0.0) continue;
             sum += p;
             for (int64_t d = 0; d < a->head_dim_v; ++d) {
-              acc[d] += p * opsi_load(a->v.data, off4(&a->v, b, k0 + j, hk, d), a->v.dtype);
+              acc[d] += p * opsi_load(a->v.data, key_off(a, &a->v, b, k0, j, hk, d), a->v.dtype);
             }
           }
           for (int64_t d = 0; d < a->head_dim_v; ++d) acc[d] /= sum;

@@ -23,6 +23,14 @@ OPSI_SDPA_MMA_KERNELS(OPSI_SDPA_MMA_PROTO)
 OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_PROTO)
 #undef OPSI_SDPA_SM90_PROTO
 
+/* Any SM >= 80: split-KV with packed GQA rows (decode, short query blocks, KV caches, paged
+ * or not), f16 / bf16, head dims up to DP, BM packed rows a block, 16-byte aligned unit-stride
+ * rows: opsi_sdpa_cuda_split_d64_m16, ... _d256_m64. */
+#define OPSI_SDPA_SPLIT_PROTO(ID, NAME, DP, BM) \
+  ops_status opsi_sdpa_cuda_split_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_PROTO)
+#undef OPSI_SDPA_SPLIT_PROTO
+
 #ifdef __cplusplus
 }
 #endif

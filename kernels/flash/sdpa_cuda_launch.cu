@@ -9,6 +9,7 @@
 #include "kernels/flash/sdpa_cuda.h"
 #include "kernels/flash/sdpa_mma.cuh"
 #include "kernels/flash/sdpa_sm90.cuh"
+#include "kernels/flash/sdpa_split.cuh"
 #include "opslib/ops.h"
 
 /* The instantiations of sdpa_<family>_<dtype>_<name>.cu (sdpa_kernels.h's lists). */
@@ -20,6 +21,10 @@ OPSI_SDPA_MMA_KERNELS(OPSI_SDPA_MMA_EXTERN)
 #define OPSI_SDPA_SM90_EXTERN(ID, NAME, DP, CL) \
   OPSI_SDPA_SM90_EXTERN_T(ID, NAME, DP, CL, __nv_bfloat16) OPSI_SDPA_SM90_EXTERN_T(ID, NAME, DP, CL, __half)
 OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_EXTERN)
+#define OPSI_SDPA_SPLIT_EXTERN_T(ID, NAME, DP, BM, T) extern OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
+#define OPSI_SDPA_SPLIT_EXTERN(ID, NAME, DP, BM) \
+  OPSI_SDPA_SPLIT_EXTERN_T(ID, NAME, DP, BM, __nv_bfloat16) OPSI_SDPA_SPLIT_EXTERN_T(ID, NAME, DP, BM, __half)
+OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_EXTERN)
 
 namespace {
 
@@ -89,8 +94,46 @@ template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi
   return opsi::launch_status(ctx, e);
 }
 
+/* Split-KV: the part count from the call's shape and the device (sdpa_split_shape.h, as the
+ * row's workspace and plan take it); the workspace holds the parts when there are several. */
+template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const opsi_sdpa_args *a) {
+  using C = opsi::split::cfg<__half, DP, BM>;
+  const opsi::sdpa_geom &g = a->geom;
+  if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
+  if (a->has_mask || !g.aligned) { /* the rows claim neither a mask nor strided / unaligned rows */
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
+                              "the split-KV kernel got a mask or rows that are not 16-byte aligned", NULL, 0);
+  }
+  const int64_t row_tiles = ((int64_t)g.seqlen_q * g.group + BM - 1) / BM;
+  const int64_t key_tiles = ((int64_t)g.seqlen_k + C::BN - 1) / C::BN;
+  const int64_t units = (int64_t)g.batch * (g.heads_q / g.group) * row_tiles;
+  const int32_t splits = opsi_sdpa_split_count(units, key_tiles, ctx->sm_count, C::PER_SM);
+  const int64_t tokens_q = a->varlen ? a->q.shape[1] : (int64_t)g.batch * g.seqlen_q;
+  if (row_tiles * splits > 2147483647) {
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid exceeds 2^31 - 1 blocks", NULL, 0);
+  }
+  if (opsi_sdpa_split_workspace(splits, tokens_q, g.heads_q, g.dv) > ctx->workspace_bytes) {
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV workspace is smaller than its row's", NULL, 0);
+  }
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  opsi_launch_info *info = ctx->info;
+  info->plan = opsi_sdpa_split_plan(splits);
+  const cudaError_t e =
+      a->q.dtype == OPS_DTYPE_BF16
+          ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, ctx->workspace, tokens_q, stream,
+                                                                  info->grid, info->block, &info->smem_bytes)
+          : opsi::split::launch_sdpa_split<__half, DP, BM>(g, splits, ctx->workspace, tokens_q, stream, info->grid,
+                                                           info->block, &info->smem_bytes);
+  return opsi::launch_status(ctx, e);
+}
+
 }  // namespace
 
+#define OPSI_SDPA_SPLIT_LAUNCHER(ID, NAME, DP, BM)                                               \
+  extern "C" ops_status opsi_sdpa_cuda_split_##NAME(const opsi_launch *ctx, const void *args) { \
+    return run_split<DP, BM>(ctx, static_cast<const opsi_sdpa_args *>(args));                    \
+  }
+OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_LAUNCHER)
 #define OPSI_SDPA_SM90_LAUNCHER(ID, NAME, DP, CL)                                     \
   extern "C" ops_status opsi_sdpa_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
     return run_sm90<DP, CL>(ctx, static_cast<const opsi_sdpa_args *>(args));                   \

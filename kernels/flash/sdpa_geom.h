@@ -36,6 +36,15 @@ typedef struct opsi_sdpa_geom {
                                         (left >= Sk, right >= Sq), which keeps the kernels'
                                         int sums of window edges in range */
   int32_t aligned; /* q, k, v, o: unit-stride rows, 16-byte aligned base and strides */
+  /* KV cache: sequence b sees its first kv_lens[b * kl_s] keys (clamped to seqlen_k, the
+   * capacity); NULL otherwise. Paged: k and v views are (page, row in page, h, d), and key j
+   * of sequence b is row j % page_size of page pages[b * pg_sb + (j / page_size) * pg_sp]
+   * (an id outside [0, num_pages) reads as zeros); pages NULL for a dense cache. */
+  const int32_t *kv_lens;
+  int64_t kl_s;
+  const int32_t *pages;
+  int64_t pg_sb, pg_sp, num_pages;
+  int32_t page_size, pages_per_seq;
 } opsi_sdpa_geom;
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_GEOM_H_ */

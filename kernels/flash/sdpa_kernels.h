@@ -28,4 +28,14 @@
   X(OPSI_KERNEL_CUDA_SDPA_SM90_D128, d128, 128, 1)          \
   X(OPSI_KERNEL_CUDA_SDPA_SM90_D256, d256, 256, 1)
 
+/* X(ID, NAME, DP, BM): sdpa_split.cuh, any SM >= 80, head dims up to DP, BM packed query rows
+ * (query rows x the query heads of a KV head) a block, keys split across blocks. */
+#define OPSI_SDPA_SPLIT_KERNELS(X)                             \
+  X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D64_M16, d64_m16, 64, 16)     \
+  X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D64_M64, d64_m64, 64, 64)     \
+  X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D128_M16, d128_m16, 128, 16)  \
+  X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D128_M64, d128_m64, 128, 64)  \
+  X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D256_M16, d256_m16, 256, 16)  \
+  X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D256_M64, d256_m64, 256, 64)
+
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_KERNELS_H_ */

@@ -77,6 +77,8 @@ class SdpaParams(ctypes.Structure):
         ("cu_seqlens_k", TensorP),
         ("max_seqlen_q", ctypes.c_int32),
         ("max_seqlen_k", ctypes.c_int32),
+        ("kv_lens", TensorP),
+        ("block_table", TensorP),
     ]
 
 

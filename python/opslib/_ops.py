@@ -29,9 +29,11 @@ def _done(call, result, outputs):
 
 def sdpa(q, k, v, *, causal=False, scale=None, window=(-1, -1), attn_mask=None,
          cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
-         out=None, lse=None, return_lse=False, **kw):
+         kv_lens=None, block_table=None, out=None, lse=None, return_lse=False, **kw):
     """softmax(scale q k^T + mask) v over [B, S, H, D] views (BHSD through strides); GQA when
-    k and v have fewer heads. Returns o, or (o, lse) with return_lse (lse f32 [B, Hq, Sq])."""
+    k and v have fewer heads. Returns o, or (o, lse) with return_lse (lse f32 [B, Hq, Sq]).
+    A KV cache: kv_lens (int32 [B]) keys of k / v [B, capacity, Hkv, D] a sequence, or with
+    block_table (int32 [B, max_pages]) of the paged pools k / v [num_pages, page_size, Hkv, D]."""
     c = _ctx(kw)
     tq, tk, tv = c.tensor(q), c.tensor(k), c.tensor(v)
     sq, sv = _shape(tq), _shape(tv)
@@ -42,6 +44,8 @@ def sdpa(q, k, v, *, causal=False, scale=None, window=(-1, -1), attn_mask=None,
     tm, tcq, tck = c.tensor(attn_mask), c.tensor(cu_seqlens_q), c.tensor(cu_seqlens_k)
     p.attn_mask, p.cu_seqlens_q, p.cu_seqlens_k = ref(tm), ref(tcq), ref(tck)
     p.max_seqlen_q, p.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    tkl, tbt = c.tensor(kv_lens), c.tensor(block_table)
+    p.kv_lens, p.block_table = ref(tkl), ref(tbt)
     to, o = c.output(out, sq[:-1] + sv[-1:], tq.t.dtype)
     tl, lse_arr = None, lse
     if lse is not None or return_lse:

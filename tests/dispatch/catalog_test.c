@@ -140,7 +140,7 @@ static void public_catalog_matches_the_rows(void **state) {
   OPST_OK(ops_kernel_info_by_name("cpu_sdpa_ref", &info));
   assert_int_equal(info.kernel_id, 100);
   assert_int_equal(info.op, OPS_OP_SDPA);
-  assert_string_equal(info.features, "causal, window, gqa, varlen, lse, mask, strided, dv_ne_d");
+  assert_string_equal(info.features, "causal, window, gqa, varlen, lse, mask, strided, dv_ne_d, kv_cache, paged");
   assert_string_equal(info.unit, "cpu");
   assert_string_equal(info.roles, "none (host code)");
   assert_non_null(strstr(info.workspace_formula, "max_seqlen_k"));
@@ -201,6 +201,8 @@ static void shipped_kernel_ids_never_change(void **state) {
       {104, "cuda_sdpa_sm90_d64"}, {105, "cuda_sdpa_sm90_d128"}, {106, "cuda_sdpa_sm90_d256"},
       {1305, "cuda_layernorm_backward_staged"}, {1405, "cuda_rmsnorm_backward_staged"},
       {107, "cuda_sdpa_sm90_d64_pair"}, {108, "cuda_sdpa_sm90_d128_pair"}, {209, "cpu_gemm_panel"},
+      {109, "cuda_sdpa_split_d64_m16"}, {110, "cuda_sdpa_split_d64_m64"}, {111, "cuda_sdpa_split_d128_m16"},
+      {112, "cuda_sdpa_split_d128_m64"}, {113, "cuda_sdpa_split_d256_m16"}, {114, "cuda_sdpa_split_d256_m64"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

@@ -1,4 +1,4 @@
-/* Error injection for ops_sdpa: dense (with LSE and a mask) and varlen calls. */
+/* Error injection for ops_sdpa: dense (with LSE and a mask), varlen, and paged KV cache calls. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 
 static opst_rng g_rng;
 
-enum { DENSE = 0, VARLEN = 1 };
+enum { DENSE = 0, VARLEN = 1, PAGED = 2 };
 
 static ops_status call_sdpa(errs_fixture *f) {
   return ops_sdpa(f->h, &f->p.sdpa, errs_ptr(f, "q"), errs_ptr(f, "k"), errs_ptr(f, "v"), errs_ptr(f, "o"),
@@ -31,6 +31,20 @@ static void build(errs_fixture *f, opst_rng *r, int variant) {
     errs_add(f, r, "o", ERRS_OUTPUT, OPS_DTYPE_BF16, 4, qs);
     errs_add(f, r, "lse", ERRS_OUTPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 3, ls);
     f->p.sdpa.attn_mask = errs_add(f, r, "params->attn_mask", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 4, ms);
+    f->p.sdpa.causal = 1;
+  } else if (variant == PAGED) {
+    /* 2 sequences of 3 new queries over 5 and 8 cached keys, in 4-key pages of a 5-page pool */
+    const int64_t qs[4] = {2, 3, 4, 8}, ks[4] = {5, 4, 2, 8}, ls[3] = {2, 4, 3}, bs[1] = {2}, ts[2] = {2, 2};
+    errs_add(f, r, "q", ERRS_INPUT, OPS_DTYPE_BF16, 4, qs);
+    errs_add(f, r, "k", ERRS_INPUT, OPS_DTYPE_BF16, 4, ks);
+    errs_add(f, r, "v", ERRS_INPUT, OPS_DTYPE_BF16, 4, ks);
+    errs_add(f, r, "o", ERRS_OUTPUT, OPS_DTYPE_BF16, 4, qs);
+    errs_add(f, r, "lse", ERRS_OUTPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 3, ls);
+    f->p.sdpa.kv_lens = errs_add(f, r, "params->kv_lens", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, bs);
+    f->p.sdpa.block_table = errs_add(f, r, "params->block_table", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 2, ts);
+    const int32_t lens[2] = {5, 8}, table[4] = {3, 0, 4, 1};
+    for (int i = 0; i < 2; ++i) opst_set_flat(&errs_find(f, "params->kv_lens")->t, i, lens[i]);
+    for (int i = 0; i < 4; ++i) opst_set_flat(&errs_find(f, "params->block_table")->t, i, table[i]);
     f->p.sdpa.causal = 1;
   } else {
     const int64_t qs[3] = {9, 4, 8}, ks[3] = {11, 2, 8}, ls[2] = {4, 9}, cs[1] = {3};
@@ -101,16 +115,47 @@ static void varlen_q_ndim(errs_fixture *f) {
   q->strides[3] = 1;
 }
 
+/* paged faults */
+static void table_without_lens(errs_fixture *f) { f->p.sdpa.kv_lens = NULL; }
+static void lens_with_cu_k(errs_fixture *f) { f->p.sdpa.cu_seqlens_k = T(f, "params->kv_lens"); }
+static void lens_with_mask(errs_fixture *f) { f->p.sdpa.attn_mask = T(f, "o"); }
+static void lens_dtype(errs_fixture *f) { T(f, "params->kv_lens")->dtype = OPS_DTYPE_F32; }
+static void lens_shape(errs_fixture *f) { T(f, "params->kv_lens")->shape[0] = 1; }
+static void lens_over_capacity(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->kv_lens")->t, 1, 9); }
+static void lens_negative(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->kv_lens")->t, 0, -1); }
+static void page_out_of_pool(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->block_table")->t, 3, 5); }
+static void page_negative(errs_fixture *f) { opst_set_flat(&errs_find(f, "params->block_table")->t, 2, -1); }
+static void table_batch(errs_fixture *f) { T(f, "params->block_table")->shape[0] = 1; }
+static void table_dtype(errs_fixture *f) { T(f, "params->block_table")->dtype = OPS_DTYPE_F32; }
+static void v_pages(errs_fixture *f) { T(f, "v")->shape[0] = 4; }
+static void v_page_size(errs_fixture *f) { T(f, "v")->shape[1] = 3; }
+static void table_on_o(errs_fixture *f) { T(f, "params->block_table")->data = T(f, "lse")->data; }
+
+/* A sequence's table entries past its last page are never read (nor checked). */
+static void unused_pages_are_not_read(void **state) {
+  (void)state;
+  errs_fixture f;
+  memset(&f, 0, sizeof f);
+  f.h = opst_cpu_handle();
+  build(&f, &g_rng, PAGED);
+  opst_set_flat(&errs_find(&f, "params->kv_lens")->t, 0, 4); /* sequence 0 uses page 3 only */
+  opst_set_flat(&errs_find(&f, "params->block_table")->t, 1, 1 << 30);
+  OPST_OK(call_sdpa(&f));
+  errs_free(&f);
+}
+
 static void valid_calls_succeed(void **state) {
   (void)state;
   errs_check_valid_call(build, DENSE, &g_rng);
   errs_check_valid_call(build, VARLEN, &g_rng);
+  errs_check_valid_call(build, PAGED, &g_rng);
 }
 
 static void descriptor_faults(void **state) {
   (void)state;
   errs_run_descriptor_faults(build, DENSE, &g_rng);
   errs_run_descriptor_faults(build, VARLEN, &g_rng);
+  errs_run_descriptor_faults(build, PAGED, &g_rng);
 }
 
 static void call_faults(void **state) {
@@ -156,6 +201,23 @@ static void shape_dtype_alias_param_workspace_faults(void **state) {
       {"varlen q ndim", varlen_q_ndim, OPS_ERR_BAD_NDIM, {"q: ndim", "expected 3", "got 4", NULL}},
   };
   errs_run_cases(build, VARLEN, &g_rng, varlen, ERRS_COUNT(varlen));
+  static const errs_case paged[] = {
+      {"block_table without kv_lens", table_without_lens, OPS_ERR_NULL_POINTER, {"params->kv_lens", "block_table", "got NULL", NULL}},
+      {"kv_lens with cu_seqlens_k", lens_with_cu_k, OPS_ERR_INVALID_ARGUMENT, {"params->cu_seqlens_k", "with a KV cache", NULL, NULL}},
+      {"kv_lens with a mask", lens_with_mask, OPS_ERR_INVALID_ARGUMENT, {"params->attn_mask", "with a KV cache", NULL, NULL}},
+      {"kv_lens dtype", lens_dtype, OPS_ERR_DTYPE_MISMATCH, {"params->kv_lens: dtype", "i32", "got f32", NULL}},
+      {"kv_lens shape", lens_shape, OPS_ERR_SHAPE_MISMATCH, {"params->kv_lens: shape", "expected [2]", NULL, NULL}},
+      {"kv_lens over capacity", lens_over_capacity, OPS_ERR_INVALID_ARGUMENT, {"params->kv_lens[1]", "expected 0..8", "got 9", NULL}},
+      {"kv_lens negative", lens_negative, OPS_ERR_INVALID_ARGUMENT, {"params->kv_lens[0]", "got -1", NULL, NULL}},
+      {"page outside the pool", page_out_of_pool, OPS_ERR_INVALID_ARGUMENT, {"params->block_table[1, 1]", "0..4", "got 5", NULL}},
+      {"negative page", page_negative, OPS_ERR_INVALID_ARGUMENT, {"params->block_table[1, 0]", "got -1", NULL, NULL}},
+      {"block_table batch", table_batch, OPS_ERR_SHAPE_MISMATCH, {"params->block_table: axis 0 (batch)", "expected 2", "got 1", NULL}},
+      {"block_table dtype", table_dtype, OPS_ERR_DTYPE_MISMATCH, {"params->block_table: dtype", "got f32", NULL, NULL}},
+      {"v pages", v_pages, OPS_ERR_SHAPE_MISMATCH, {"v: axis 0 (num_pages, from k)", "expected 5", "got 4", NULL}},
+      {"v page size", v_page_size, OPS_ERR_SHAPE_MISMATCH, {"v: axis 1 (page_size, from k)", "expected 4", "got 3", NULL}},
+      {"block_table on lse", table_on_o, OPS_ERR_ALIASING, {"lse", "params->block_table", NULL, NULL}},
+  };
+  errs_run_cases(build, PAGED, &g_rng, paged, ERRS_COUNT(paged));
 }
 
 static void zero_size_call_is_a_no_op(void **state) {
@@ -187,6 +249,7 @@ int main(void) {
       cmocka_unit_test(call_faults),
       cmocka_unit_test(shape_dtype_alias_param_workspace_faults),
       cmocka_unit_test(zero_size_call_is_a_no_op),
+      cmocka_unit_test(unused_pages_are_not_read),
   };
   return cmocka_run_group_tests_name("sdpa_errors", tests, setup, NULL);
 }

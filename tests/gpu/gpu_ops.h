@@ -17,6 +17,7 @@ void gemm_tf32(void **state);
 void gemm_many_tiles(void **state);
 void sdpa_many_tiles(void **state);
 void sdpa_wide_windows(void **state);
+void sdpa_kv_cache(void **state);
 void sdpa(void **state);
 void autotune_and_launch_plans(void **state);
 

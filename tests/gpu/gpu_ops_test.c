@@ -98,6 +98,7 @@ int main(void) {
       cmocka_unit_test(gemm_tf32),
       cmocka_unit_test(sdpa_many_tiles),
       cmocka_unit_test(sdpa_wide_windows),
+      cmocka_unit_test(sdpa_kv_cache),
       cmocka_unit_test(sdpa),
       cmocka_unit_test(autotune_and_launch_plans),
       cmocka_unit_test(every_row_length_has_a_kernel),

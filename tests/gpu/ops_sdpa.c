@@ -20,11 +20,14 @@
 /* ---- attention ----------------------------------------------------------------------- */
 
 static ops_status run_sdpa(ops_handle h, gcall *c, void *ws, size_t wsb, size_t *q, ops_explain *ex) {
-  /* tensors: 0 q, 1 k, 2 v, optional 3 mask, 4 cu_seqlens_q, 5 cu_seqlens_k, then 6 o, optional 7 lse */
+  /* tensors: 0 q, 1 k, 2 v, optional 3 mask, 4 cu_seqlens_q, 5 cu_seqlens_k, then 6 o, optional 7 lse,
+   * optional 8 kv_lens, 9 block_table */
   ops_sdpa_params p = c->sdpa;
   p.attn_mask = c->has[3] ? &c->v[3] : NULL;
   p.cu_seqlens_q = c->has[4] ? &c->v[4] : NULL;
   p.cu_seqlens_k = c->has[5] ? &c->v[5] : NULL;
+  p.kv_lens = c->n > 8 && c->has[8] ? &c->v[8] : NULL;
+  p.block_table = c->n > 9 && c->has[9] ? &c->v[9] : NULL;
   const ops_tensor *lse = c->has[7] ? &c->v[7] : NULL;
   if (ex) return ops_sdpa_explain(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, ex);
   return q ? ops_sdpa_workspace_size(h, &p, &c->v[0], &c->v[1], &c->v[2], &c->v[6], lse, q)
@@ -237,6 +240,133 @@ void sdpa_wide_windows(void **state) {
     check_call(&c);
     free_call(&c);
   }
+}
+
+/* Attention over a KV cache: decode and short query blocks (Sq 1 to 16, dense or varlen)
+ * against kv_lens keys of a dense [B, capacity, Hkv, D] cache or of a paged pool (pages of 16
+ * to 256 keys in random order with unused pages between them, partial last pages, table
+ * entries past a sequence's pages set to ids that do not exist); GQA 1 / 4 / 8 / 16, causal,
+ * windows, LSE. long_kv > 0: one sequence of that many keys (many key tiles a part). */
+static void sdpa_cache_case(int iter, int64_t long_kv) {
+  opst_rng *r = &g_rng;
+  const int cls = iter % 3, j = iter / 3;
+  static const int64_t kD[3][3] = {{64, 40, 56}, {128, 96, 80}, {256, 192, 136}};
+  static const int64_t kGroup[4] = {1, 4, 8, 16}, kSq[5] = {1, 2, 4, 7, 16}, kPage[5] = {16, 32, 64, 128, 256};
+  const int32_t dt = j % 2 == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
+  const int64_t d = kD[cls][opst_int(r, 0, 2)], dv = j % 4 == 3 ? kD[cls][opst_int(r, 0, 2)] : d;
+  const int paged = j % 3 != 2, varlen = j % 4 == 1, with_lse = j % 3 != 1;
+  const int layout = (int)(j % 3); /* unit-stride rows: the KV cache kernels' (a cache of any
+                                      strides runs on the CPU only) */
+  const int64_t group = kGroup[opst_int(r, 0, 3)], hkv = long_kv > 0 ? 1 : opst_int(r, 1, 2), hq = hkv * group;
+  const int64_t sq = long_kv > 0 ? 1 : kSq[opst_int(r, 0, 4)], batch = long_kv > 0 ? 1 : opst_int(r, 1, 4);
+  const int64_t ps = paged ? kPage[opst_int(r, 0, 4)] : 0;
+  gcall c;
+  memset(&c, 0, sizeof c);
+  c.op = OPS_OP_SDPA;
+  c.run = run_sdpa;
+  ops_sdpa_params_init(&c.sdpa);
+  c.sdpa.causal = j % 2 == 1;
+  if (j % 5 == 3) c.sdpa.window_left = (int32_t)opst_int(r, 0, 300);
+  int64_t lens[4], lens_q[4], max_len = 0, tot_q = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    lens[b] = long_kv > 0 ? long_kv : opst_chance(r, 0.1) ? 0 : opst_int(r, 1, 1500);
+    /* the CPU reference costs Hq Sq keys (D + Dv) a sequence: keep a case under ~4e8 */
+    while ((double)batch * hq * sq * lens[b] * (double)(d + dv) > 4e8) lens[b] /= 2;
+    if (lens[b] > max_len) max_len = lens[b];
+    lens_q[b] = varlen ? opst_int(r, 0, sq) : sq;
+    tot_q += lens_q[b];
+  }
+  const int64_t cap_pages = paged ? (max_len + ps - 1) / ps + opst_int(r, 0, 2) : 0;
+  const int64_t cap = paged ? cap_pages * ps : max_len + opst_int(r, 0, 40);
+
+  opst_tensor tq, tk, tv, tcq, to, tl, tlen, tbt;
+  int64_t pages = 0;
+  if (paged) {
+    for (int64_t b = 0; b < batch; ++b) pages += (lens[b] + ps - 1) / ps;
+    pages += opst_int(r, 1, 5); /* pages no sequence uses, among the others */
+    const int64_t ks[4] = {pages, ps, hkv, d}, vs[4] = {pages, ps, hkv, dv};
+    alloc_seq(&tk, dt, 4, ks, layout);
+    alloc_seq(&tv, dt, 4, vs, layout);
+  } else {
+    const int64_t ks[4] = {batch, cap, hkv, d}, vs[4] = {batch, cap, hkv, dv};
+    alloc_seq(&tk, dt, 4, ks, layout);
+    alloc_seq(&tv, dt, 4, vs, layout);
+  }
+  if (varlen) {
+    const int64_t qs[3] = {tot_q, hq, d}, os[3] = {tot_q, hq, dv};
+    alloc_seq(&tq, dt, 3, qs, layout);
+    alloc_seq(&to, dt, 3, os, layout % 3);
+    c.sdpa.max_seqlen_q = (int32_t)sq;
+  } else {
+    const int64_t qs[4] = {batch, sq, hq, d}, os[4] = {batch, sq, hq, dv};
+    alloc_seq(&tq, dt, 4, qs, layout);
+    alloc_seq(&to, dt, 4, os, layout % 3);
+  }
+  add_qkv(&c, &tq, &tk, &tv);
+  add_absent(&c); /* mask */
+  if (varlen) {
+    const int64_t n = batch + 1;
+    opst_alloc(&tcq, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+    int64_t aq = 0;
+    for (int64_t b = 0; b <= batch; ++b) {
+      opst_set_flat(&tcq, b, (double)aq);
+      if (b < batch) aq += lens_q[b];
+    }
+    add_tensor(&c, &tcq, IN, -1);
+  } else {
+    add_absent(&c);
+  }
+  add_absent(&c); /* cu_seqlens_k */
+  add_tensor(&c, &to, OUT, -1);
+  if (with_lse) {
+    const int64_t ls3[3] = {batch, hq, sq}, ls2[2] = {hq, tot_q};
+    if (varlen) opst_alloc(&tl, r, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
+    else opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
+    add_tensor(&c, &tl, OUT, -1);
+  } else {
+    add_absent(&c);
+  }
+  const int64_t nb = batch;
+  opst_alloc(&tlen, r, OPS_DTYPE_I32, 1, &nb, OPST_CONTIGUOUS);
+  for (int64_t b = 0; b < batch; ++b) opst_set_flat(&tlen, b, (double)lens[b]);
+  add_tensor(&c, &tlen, IN, -1);
+  if (paged) {
+    const int64_t ts[2] = {batch, cap_pages};
+    opst_alloc(&tbt, r, OPS_DTYPE_I32, 2, ts, opst_chance(r, 0.3) ? OPST_STRIDED : OPST_CONTIGUOUS);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)pages);
+    for (int64_t i = 0; i < pages; ++i) perm[i] = i;
+    for (int64_t i = pages - 1; i > 0; --i) {
+      const int64_t k = opst_int(r, 0, i), x = perm[i];
+      perm[i] = perm[k], perm[k] = x;
+    }
+    int64_t next = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t pg = 0; pg < cap_pages; ++pg) {
+        const int used = pg * ps < lens[b];
+        opst_set_flat(&tbt, b * cap_pages + pg, used ? (double)perm[next++] : (double)(pages + 1000 + pg));
+      }
+    }
+    free(perm);
+    add_tensor(&c, &tbt, IN, -1);
+  }
+  char label[240];
+  snprintf(label, sizeof label,
+           "sdpa cache case %d %s batch %lld Sq %lld keys up to %lld (capacity %lld%s, page %lld) Hq %lld Hkv %lld "
+           "D %lld Dv %lld layout %d%s%s window_left %d%s",
+           iter, ops_dtype_name((ops_dtype)dt), (long long)batch, (long long)sq, (long long)max_len, (long long)cap,
+           paged ? ", paged" : "", (long long)ps, (long long)hq, (long long)hkv, (long long)d, (long long)dv, layout,
+           varlen ? " varlen" : "", c.sdpa.causal ? " causal" : "", (int)c.sdpa.window_left, with_lse ? " lse" : "");
+  c.label = label;
+  check_call(&c);
+  free_call(&c);
+}
+
+void sdpa_kv_cache(void **state) {
+  (void)state;
+  for (int i = 0; i < 42; ++i) sdpa_cache_case(i, 0);
+  sdpa_cache_case(1, 70001);  /* one long sequence: the keys in many parts, then the combine */
+  sdpa_cache_case(4, 131072); /* d 128, paged: 128k keys (fewer with the widest groups) */
+  sdpa_cache_case(9, 20000);
 }
 
 void sdpa(void **state) {

@@ -175,13 +175,101 @@ static int64_t pick_len(opst_rng *r) {
   return odd[opst_int(r, 0, 7)];
 }
 
+/* The keys and values of a varlen problem (packed k, v) as a KV cache: kv_lens, and a dense
+ * [batch, capacity, Hkv, D] cache or a paged pool whose pages are shuffled, with table entries
+ * past each sequence's pages set to an id that does not exist (never read). */
+typedef struct {
+  opst_tensor lens, table, kc, vc;
+  int paged;
+} kv_cache;
+
+static void copy_key_row(opst_tensor *dst, int64_t a0, int64_t a1, const opst_tensor *src, int64_t t, int64_t h) {
+  const int64_t n = src->t.shape[2];
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t si[3] = {t, h, e}, di[4] = {a0, a1, h, e};
+    opst_set(dst, di, opst_at(src, si));
+  }
+}
+
+static void make_cache(kv_cache *c, opst_rng *r, const problem *p, const opst_tensor *k, const opst_tensor *v,
+                       int64_t max_k, ops_sdpa_params *prm) {
+  const int64_t nb = p->batch, bs[1] = {nb};
+  opst_alloc_any(&c->lens, r, OPS_DTYPE_I32, 1, bs);
+  for (int64_t b = 0; b < nb; ++b) opst_set_flat(&c->lens, b, p->cuk[b + 1] - p->cuk[b]);
+  c->paged = opst_chance(r, 0.6);
+  if (c->paged) {
+    const int64_t ps = opst_int(r, 1, 4), per_seq = (max_k + ps - 1) / ps + opst_int(r, 0, 1);
+    const int64_t pages = nb * per_seq + 2, ts[2] = {nb, per_seq};
+    const int64_t ks[4] = {pages, ps, p->hkv, p->d}, vs[4] = {pages, ps, p->hkv, p->dv};
+    opst_alloc_any(&c->kc, r, k->t.dtype, 4, ks);
+    opst_alloc_any(&c->vc, r, v->t.dtype, 4, vs);
+    opst_fill_uniform(&c->kc, r, -2, 2);
+    opst_fill_uniform(&c->vc, r, -1, 1);
+    opst_alloc_any(&c->table, r, OPS_DTYPE_I32, 2, ts);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)pages);
+    for (int64_t i = 0; i < pages; ++i) perm[i] = i;
+    for (int64_t i = pages - 1; i > 0; --i) {
+      const int64_t j = opst_int(r, 0, i), x = perm[i];
+      perm[i] = perm[j], perm[j] = x;
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t len = p->cuk[b + 1] - p->cuk[b];
+      for (int64_t pg = 0; pg < per_seq; ++pg) {
+        const int64_t id = pg * ps < len ? perm[b * per_seq + pg] : pages + 3; /* past the end: unread */
+        opst_set_flat(&c->table, b * per_seq + pg, (double)id);
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        const int64_t id = perm[b * per_seq + j / ps];
+        for (int64_t h = 0; h < p->hkv; ++h) {
+          copy_key_row(&c->kc, id, j % ps, k, p->cuk[b] + j, h);
+          copy_key_row(&c->vc, id, j % ps, v, p->cuk[b] + j, h);
+        }
+      }
+    }
+    free(perm);
+    opst_snapshot(&c->table);
+    prm->block_table = &c->table.t;
+  } else {
+    const int64_t cap = max_k + opst_int(r, 0, 2);
+    const int64_t ks[4] = {nb, cap, p->hkv, p->d}, vs[4] = {nb, cap, p->hkv, p->dv};
+    opst_alloc_any(&c->kc, r, k->t.dtype, 4, ks);
+    opst_alloc_any(&c->vc, r, v->t.dtype, 4, vs);
+    opst_fill_uniform(&c->kc, r, -2, 2); /* rows past a sequence's length: never read */
+    opst_fill_uniform(&c->vc, r, -1, 1);
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t j = 0; j < p->cuk[b + 1] - p->cuk[b]; ++j) {
+        for (int64_t h = 0; h < p->hkv; ++h) {
+          copy_key_row(&c->kc, b, j, k, p->cuk[b] + j, h);
+          copy_key_row(&c->vc, b, j, v, p->cuk[b] + j, h);
+        }
+      }
+    }
+  }
+  opst_snapshot(&c->lens);
+  opst_snapshot(&c->kc);
+  opst_snapshot(&c->vc);
+  prm->kv_lens = &c->lens.t;
+  prm->cu_seqlens_k = NULL;
+}
+
+static void free_cache(kv_cache *c) {
+  assert_true(opst_untouched(&c->lens) && opst_untouched(&c->kc) && opst_untouched(&c->vc));
+  opst_free(&c->lens), opst_free(&c->kc), opst_free(&c->vc);
+  if (c->paged) {
+    assert_true(opst_untouched(&c->table));
+    opst_free(&c->table);
+  }
+}
+
+/* force_varlen 2: a varlen problem whose keys come from a KV cache (kv_lens, paged or not). */
 static void random_case(int iter, int force_varlen) {
   opst_rng *r = &g_rng;
   static const int32_t dtypes[3] = {OPS_DTYPE_F32, OPS_DTYPE_F16, OPS_DTYPE_BF16};
   const int32_t dt = dtypes[opst_int(r, 0, 2)];
   problem p;
   memset(&p, 0, sizeof p);
-  p.varlen = force_varlen;
+  p.varlen = force_varlen != 0;
+  const int cache = force_varlen == 2;
   p.batch = opst_int(r, 1, 3);
   p.hkv = opst_int(r, 1, 3);
   p.hq = p.hkv * opst_int(r, 1, 3);
@@ -266,10 +354,13 @@ static void random_case(int iter, int force_varlen) {
     prm.attn_mask = &mask.t;
   }
 
+  kv_cache kvc;
+  if (cache) make_cache(&kvc, r, &p, &k, &v, max_k, &prm);
+  const ops_tensor *kt = cache ? &kvc.kc.t : &k.t, *vt = cache ? &kvc.vc.t : &v.t;
   size_t ws = 0;
-  OPST_OK(ops_sdpa_workspace_size(g_h, &prm, &q.t, &k.t, &v.t, &o.t, p.lse ? &lse.t : NULL, &ws));
+  OPST_OK(ops_sdpa_workspace_size(g_h, &prm, &q.t, kt, vt, &o.t, p.lse ? &lse.t : NULL, &ws));
   void *w = opst_workspace(ws);
-  OPST_OK(ops_sdpa(g_h, &prm, &q.t, &k.t, &v.t, &o.t, p.lse ? &lse.t : NULL, w, ws));
+  OPST_OK(ops_sdpa(g_h, &prm, &q.t, kt, vt, &o.t, p.lse ? &lse.t : NULL, w, ws));
   free(w);
 
   double *ro = calloc((size_t)opst_numel(&o) + 1, sizeof(double));
@@ -280,10 +371,10 @@ static void random_case(int iter, int force_varlen) {
       (p.lse && (!opst_fully_written(&lse, why, sizeof why) ||
                  !opst_check_close(&lse, rl, opst_rtol(OPS_DTYPE_F32), opst_atol(OPS_DTYPE_F32), why, sizeof why)))) {
     print_error("case %d (%s B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld D=%lld Dv=%lld causal=%d window=(%lld,%lld) "
-                "mask=%d varlen=%d lse=%d): %s\n",
+                "mask=%d varlen=%d cache=%d paged=%d lse=%d): %s\n",
                 iter, ops_dtype_name((ops_dtype)dt), (long long)p.batch, (long long)p.sq, (long long)p.sk,
                 (long long)p.hq, (long long)p.hkv, (long long)p.d, (long long)p.dv, p.causal,
-                (long long)p.wl, (long long)p.wr, p.mask, p.varlen, p.lse, why);
+                (long long)p.wl, (long long)p.wr, p.mask, p.varlen, cache, cache && kvc.paged, p.lse, why);
     fail();
   }
   assert_true(opst_untouched(&q) && opst_untouched(&k) && opst_untouched(&v));
@@ -292,6 +383,7 @@ static void random_case(int iter, int force_varlen) {
   free(rl);
   opst_free(&q), opst_free(&k), opst_free(&v), opst_free(&o), opst_free(&lse);
   if (p.mask) opst_free(&mask);
+  if (cache) free_cache(&kvc);
   if (p.varlen) {
     opst_free(&cuq), opst_free(&cuk);
     free(p.cuq), free(p.cuk);
@@ -306,6 +398,11 @@ static void random_dense_problems(void **state) {
 static void random_varlen_problems(void **state) {
   (void)state;
   for (int i = 0; i < 100; ++i) random_case(i, 1);
+}
+
+static void random_kv_cache_problems(void **state) {
+  (void)state;
+  for (int i = 0; i < 100; ++i) random_case(i, 2);
 }
 
 static void bhsd_layout_through_strides(void **state) {
@@ -375,6 +472,7 @@ int main(void) {
       cmocka_unit_test(golden_causal_is_bottom_right_aligned),
       cmocka_unit_test(random_dense_problems),
       cmocka_unit_test(random_varlen_problems),
+      cmocka_unit_test(random_kv_cache_problems),
       cmocka_unit_test(bhsd_layout_through_strides),
       cmocka_unit_test(zero_size_calls_are_no_ops),
       cmocka_unit_test(claimed_features_are_exercised),

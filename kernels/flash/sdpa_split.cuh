@@ -1,0 +1,420 @@
+/*
+ * Split-KV attention with packed GQA rows (every SM >= 80): decode and short query blocks
+ * against long key ranges, contiguous or in a paged KV cache.
+ *
+ * A block owns one KV head of one sequence and BM packed rows: packed row p is query row
+ * p / group of query head hk * group + p % group, so the query heads that share a KV head
+ * are the rows of one tile and K / V are read once for all of them. The key range those rows
+ * see is cut into `splits` parts of whole key tiles (grid x: row tile + row tiles * part);
+ * each block streams its part's tiles through a STAGES-deep cp.async ring:
+ *
+ *   copy Q (packed rows) and the first STAGES - 1 tiles (K and V rows by the block table
+ *   when paged; rows past the sequence, or of a page id outside the pool, zero-filled)
+ *   tile t:  wait for tile t; barrier; copy tile t + STAGES - 1 into the freed stage
+ *            S = Q K^T over this warp's keys (mma.sync m16n8k16, ldmatrix); to the log2
+ *            domain, -inf outside each row's visible keys (tiles inside every row's
+ *            range skip the test); online softmax; O += P V (ldmatrix.trans)
+ *   merge:   each warp's row max, sum and f32 O into shared memory (the ring's space); the
+ *            key warps of a row folded in warp order (no atomics: bitwise reproducible);
+ *            one part: O / sum and LSE into the outputs; several: the part's normalized O
+ *            and LSE into the workspace, and sdpa_split_combine folds the parts in order.
+ *
+ * BM 16 (_m16): the 4 warps split each 64-key tile, 16 keys a warp, over the same 16 rows.
+ * BM 64 (_m64): a warp 16 rows over all 64 keys. Operands: 16-bit, unit-stride rows with
+ * 16-byte aligned bases and strides (the rows' alignment), head dims up to DP.
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
+
+#include "kernels/common/mma_sync.cuh"
+#include "kernels/flash/sdpa_gpu.cuh"
+#include "kernels/flash/sdpa_mma.cuh"
+#include "kernels/flash/sdpa_split_shape.h"
+
+namespace opsi {
+namespace split {
+
+/* The shape a (head dim, packed rows) runs: sdpa_split_shape.h (the rows state the same). */
+template <int DP, int BM> struct depth;
+#define OPSI_SDPA_SPLIT_DEPTH(D, M)                                                                           \
+  template <> struct depth<D, M> {                                                                            \
+    static constexpr int STAGES = OPSI_SDPA_SPLIT_D##D##_STAGES, PER_SM = OPSI_SDPA_SPLIT_D##D##_M##M##_PER_SM; \
+  };
+OPSI_SDPA_SPLIT_DEPTH(64, 16)
+OPSI_SDPA_SPLIT_DEPTH(64, 64)
+OPSI_SDPA_SPLIT_DEPTH(128, 16)
+OPSI_SDPA_SPLIT_DEPTH(128, 64)
+OPSI_SDPA_SPLIT_DEPTH(256, 16)
+OPSI_SDPA_SPLIT_DEPTH(256, 64)
+#undef OPSI_SDPA_SPLIT_DEPTH
+
+template <typename T, int DP, int BM_> struct cfg {
+  static constexpr int WARPS = OPSI_SDPA_SPLIT_WARPS, THREADS = WARPS * 32;
+  static constexpr int BM = BM_, BN = OPSI_SDPA_SPLIT_BN;
+  static constexpr int RW = BM / 16, KW = WARPS / RW; /* row warps x key warps */
+  static constexpr int NW = BN / KW;                   /* keys a warp takes of each tile */
+  static constexpr int STAGES = depth<DP, BM>::STAGES, PER_SM = depth<DP, BM>::PER_SM;
+  static constexpr int SMEM_BYTES = OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES);
+  static constexpr int PITCH = DP + 8; /* floats a row of the merge buffer: rows 8 banks apart */
+  static constexpr bool HOIST_Q = DP <= 128; /* Q's fragments live in registers across tiles */
+  static_assert(RW * KW == WARPS && NW % 16 == 0, "whole warps of 16 rows and 16 keys");
+  static_assert(KW * BM * PITCH * 4 <= STAGES * 2 * BN * DP * 2, "the merge buffer fits in the ring");
+  static_assert(KW * BM <= 64, "row statistics of 64 rows");
+  static_assert(sizeof(T) == 2, "16-bit operands");
+};
+
+/* One sequence's bounds: queries by cu_seqlens_q (else the whole batch entry), keys by the
+ * cache's kv_lens, by cu_seqlens_k, or the whole entry; each clamped to its max. */
+__device__ __forceinline__ sdpa_seq split_sequence(const sdpa_geom &g, int b) {
+  sdpa_seq s;
+  s.q0 = 0, s.k0 = 0, s.sq = g.seqlen_q, s.sk = g.seqlen_k;
+  if (g.cu_q != nullptr) {
+    s.q0 = g.cu_q[b * g.cu_sq];
+    const int64_t lq = g.cu_q[(b + 1) * g.cu_sq] - s.q0;
+    s.sq = (int32_t)(lq < 0 ? 0 : lq > g.seqlen_q ? g.seqlen_q : lq);
+    if (s.q0 < 0) s.q0 = 0, s.sq = 0;
+  }
+  if (g.kv_lens != nullptr) {
+    const int32_t l = g.kv_lens[b * g.kl_s];
+    s.sk = l < 0 ? 0 : l > g.seqlen_k ? g.seqlen_k : l;
+  } else if (g.cu_k != nullptr) {
+    s.k0 = g.cu_k[b * g.cu_sk];
+    const int64_t lk = g.cu_k[(b + 1) * g.cu_sk] - s.k0;
+    s.sk = (int32_t)(lk < 0 ? 0 : lk > g.seqlen_k ? g.seqlen_k : lk);
+    if (s.k0 < 0) s.k0 = 0, s.sk = 0;
+  }
+  return s;
+}
+
+/* Element offset of key row j (KV head hk) of sequence b in the K and V views (through the
+ * block table when paged); false for a page id outside the pool. */
+__device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j, int64_t *ko,
+                                         int64_t *vo) {
+  if (g.pages == nullptr) {
+    *ko = b * g.k.sb + (s.k0 + j) * g.k.ss + hk * g.k.sh;
+    *vo = b * g.v.sb + (s.k0 + j) * g.v.ss + hk * g.v.sh;
+    return true;
+  }
+  const int32_t page = g.pages[b * g.pg_sb + (int64_t)(j / g.page_size) * g.pg_sp];
+  if (page < 0 || page >= g.num_pages) return false;
+  const int64_t r = j % g.page_size;
+  *ko = page * g.k.sb + r * g.k.ss + hk * g.k.sh;
+  *vo = page * g.v.sb + r * g.v.ss + hk * g.v.sh;
+  return true;
+}
+
+/* K and V rows [j0, j0 + BN) into one ring stage (swizzled 16-byte chunks); rows at or past
+ * j_end zero-filled. */
+template <typename T, int DP, int BN, int THREADS>
+__device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0,
+                                        int j_end) {
+  constexpr int PER_ROW = DP / 8, ROWS_PASS = THREADS / PER_ROW, PASSES = BN / ROWS_PASS;
+  static_assert(THREADS % PER_ROW == 0 && BN % ROWS_PASS == 0, "whole rows a pass");
+  const int c = (threadIdx.x % PER_ROW) * 8;
+  const int kbytes = valid_bytes(c, g.d, sizeof(T)), vbytes = valid_bytes(c, g.dv, sizeof(T));
+  const T *kp = static_cast<const T *>(g.k.p), *vp = static_cast<const T *>(g.v.p);
+#pragma unroll
+  for (int e = 0; e < PASSES; ++e) {
+    const int r = threadIdx.x / PER_ROW + e * ROWS_PASS, j = j0 + r;
+    int64_t ko = 0, vo = 0;
+    const bool ok = j < j_end && key_rows(g, b, s, hk, j, &ko, &vo);
+    cp_async16(kb + fa2::swz<DP>(r, c), ok && kbytes > 0 ? kp + ko + c : kp, ok ? kbytes : 0);
+    cp_async16(vb + fa2::swz<DP>(r, c), ok && vbytes > 0 ? vp + vo + c : vp, ok ? vbytes : 0);
+  }
+}
+
+template <typename T, int DP, int BM>
+__global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
+    sdpa_split_kernel(const sdpa_geom g, int32_t splits, int32_t row_tiles, float *ws_lse, float *ws_o,
+                      int64_t tokens_q) {
+  using C = cfg<T, DP, BM>;
+  constexpr int BN = C::BN, NW = C::NW, STAGES = C::STAGES, THREADS = C::THREADS;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sq = reinterpret_cast<T *>(smem_raw);
+  T *ring = sq + BM * DP; /* STAGES x (K, V) x BN x DP */
+  float *st_m = reinterpret_cast<float *>(ring + STAGES * 2 * BN * DP), *st_l = st_m + 64;
+
+  const int rt = blockIdx.x % row_tiles, sp = blockIdx.x / row_tiles;
+  const int hk = blockIdx.y, b = blockIdx.z, group = g.group;
+  const sdpa_seq s = split_sequence(g, b);
+  const int64_t rows = (int64_t)s.sq * group;
+  const int64_t row0 = (int64_t)rt * BM;
+  if (row0 >= rows) return;
+  const int i_lo = (int)(row0 / group), i_hi = (int)((min(row0 + BM, rows) - 1) / group);
+  int j_lo, j_hi;
+  sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
+  const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+  const int n_t = t_end - t_begin, per = (n_t + splits - 1) / splits;
+  const int ta = t_begin + min(sp * per, n_t), tb = t_begin + min((sp + 1) * per, n_t);
+  /* keys every row of the block sees: tiles inside [in_lo, in_hi) need no mask */
+  int in_lo, in_hi, unused;
+  sdpa_row_keys(g, s, i_hi, &in_lo, &unused);
+  sdpa_row_keys(g, s, i_lo, &unused, &in_hi);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int rw = warp % C::RW, kw = warp / C::RW;
+  int lo[2], hi[2]; /* the visible keys of this thread's two rows */
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int64_t pr = row0 + rw * 16 + lane / 4 + 8 * hr;
+    sdpa_row_keys(g, s, pr < rows ? (int)(pr / group) : s.sq, &lo[hr], &hi[hr]);
+  }
+
+  { /* Q: packed rows, zero past the last row and the head dim */
+    constexpr int PER_ROW = DP / 8, ROWS_PASS = THREADS / PER_ROW;
+    const int c = (threadIdx.x % PER_ROW) * 8, bytes = valid_bytes(c, g.d, sizeof(T));
+    const T *qp = static_cast<const T *>(g.q.p);
+    for (int r = threadIdx.x / PER_ROW; r < BM; r += ROWS_PASS) {
+      const int64_t pr = row0 + r;
+      const bool ok = pr < rows && bytes > 0;
+      const int64_t i = ok ? pr / group : 0, h = ok ? hk * group + pr % group : 0;
+      cp_async16(sq + fa2::swz<DP>(r, c), ok ? qp + b * g.q.sb + (s.q0 + i) * g.q.ss + h * g.q.sh + c : qp,
+                 ok ? bytes : 0);
+    }
+  }
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    T *kb = ring + st * 2 * BN * DP;
+    if (ta + st < tb) load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk);
+    cp_commit();
+  }
+
+  const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
+  float o[DP / 8][4];
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  uint32_t qf[C::HOIST_Q ? DP / 16 : 1][4];
+
+  for (int t = ta; t < tb; ++t) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nt = t + STAGES - 1;
+      T *kb = ring + ((nt - ta) % STAGES) * 2 * BN * DP;
+      if (nt < tb) load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk);
+      cp_commit();
+    }
+    if constexpr (C::HOIST_Q) {
+      if (t == ta) {
+#pragma unroll
+        for (int kk = 0; kk < DP / 16; ++kk) {
+          ldmatrix_x4(qf[kk], &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
+        }
+      }
+    }
+    const T *kb = ring + ((t - ta) % STAGES) * 2 * BN * DP, *vb = kb + BN * DP;
+
+    float sc[NW / 8][4];
+#pragma unroll
+    for (int n = 0; n < NW / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+      if (kk >= kd) break;
+      uint32_t qa[4];
+      if constexpr (C::HOIST_Q) {
+        qa[0] = qf[kk][0], qa[1] = qf[kk][1], qa[2] = qf[kk][2], qa[3] = qf[kk][3];
+      } else {
+        ldmatrix_x4(qa, &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
+      }
+#pragma unroll
+      for (int nj = 0; nj < NW / 16; ++nj) {
+        uint32_t r[4];
+        ldmatrix_x4(r, &kb[fa2::swz<DP>(kw * NW + nj * 16 + (lane / 16) * 8 + lane % 8, kk * 16 + ((lane / 8) % 2) * 8)]);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_name<T>::mma(sc[2 * nj], qa, b0);
+        mma_name<T>::mma(sc[2 * nj + 1], qa, b1);
+      }
+    }
+
+    /* scores -> log2 domain (masked unless the tile is inside every row's keys) -> P */
+    const bool inside = t * BN >= in_lo && t * BN + BN <= in_hi;
+    const int jq = t * BN + kw * NW + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < NW / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = jq + n * 8 + e % 2;
+        sc[n][e] = inside || (j >= lo[e / 2] && j < hi[e / 2]) ? sc[n][e] * g.scale_log2 : -INFINITY;
+      }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < NW / 8; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(row_max[hr], mx);
+      const float base = mx == -INFINITY ? 0.0f : mx;
+      const float rs = exp2f(row_max[hr] - base);
+      row_max[hr] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < NW / 8; ++n) {
+        sc[n][2 * hr] = exp2f(sc[n][2 * hr] - base);
+        sc[n][2 * hr + 1] = exp2f(sc[n][2 * hr + 1] - base);
+        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+      }
+      row_sum[hr] = row_sum[hr] * rs + sum;
+#pragma unroll
+      for (int n = 0; n < DP / 8; ++n) o[n][2 * hr] *= rs, o[n][2 * hr + 1] *= rs;
+    }
+
+    /* O += P V over this warp's keys */
+#pragma unroll
+    for (int kt = 0; kt < NW / 16; ++kt) {
+      const uint32_t pa[4] = {pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pack2<T>(sc[2 * kt][2], sc[2 * kt][3]),
+                              pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
+                              pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
+#pragma unroll
+      for (int dj = 0; dj < DP / 16; ++dj) {
+        if (dj >= kdv) break;
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, &vb[fa2::swz<DP>(kw * NW + kt * 16 + ((lane / 8) % 2) * 8 + lane % 8,
+                                              dj * 16 + (lane / 16) * 8)]);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_name<T>::mma(o[2 * dj], pa, b0);
+        mma_name<T>::mma(o[2 * dj + 1], pa, b1);
+      }
+    }
+  }
+  cp_wait<0>();
+  __syncthreads(); /* every warp is done with the ring: the merge buffer takes its space */
+
+  float *red = reinterpret_cast<float *>(ring);
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float sum = row_sum[hr];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int r = rw * 16 + lane / 4 + 8 * hr, slot = kw * BM + r;
+    if (lane % 4 == 0) st_m[slot] = row_max[hr], st_l[slot] = sum;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      *reinterpret_cast<float2 *>(&red[slot * C::PITCH + n * 8 + (lane % 4) * 2]) =
+          make_float2(o[n][2 * hr], o[n][2 * hr + 1]);
+    }
+  }
+  __syncthreads();
+
+  const int dv4 = (g.dv + 3) / 4 * 4;
+  T *op = static_cast<T *>(const_cast<void *>(g.o.p));
+  for (int idx = threadIdx.x; idx < BM * (DP / 4); idx += THREADS) {
+    const int r = idx / (DP / 4), c = (idx % (DP / 4)) * 4;
+    const int64_t pr = row0 + r;
+    if (pr >= rows || c >= dv4) continue;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < C::KW; ++w) m = fmaxf(m, st_m[w * BM + r]);
+    float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w = 0; w < C::KW; ++w) {
+      const int slot = w * BM + r;
+      const float f = m == -INFINITY ? 0.0f : exp2f(st_m[slot] - m);
+      l += st_l[slot] * f;
+      const float4 x = *reinterpret_cast<const float4 *>(&red[slot * C::PITCH + c]);
+      acc[0] += x.x * f, acc[1] += x.y * f, acc[2] += x.z * f, acc[3] += x.w * f;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float lse = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+    const int64_t i = pr / group, h = hk * group + pr % group;
+    if (splits == 1) {
+      T *dst = op + b * g.o.sb + (s.q0 + i) * g.o.ss + h * g.o.sh + c;
+      if (c + 4 <= g.dv) {
+        const uint2 v = make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
+        *reinterpret_cast<uint2 *>(dst) = v;
+      } else {
+        for (int e = 0; e < g.dv - c; ++e) dst[e] = from_f<T>(acc[e] * inv);
+      }
+      if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = lse;
+    } else {
+      const int64_t tq = g.cu_q != nullptr ? s.q0 + i : (int64_t)b * g.seqlen_q + i;
+      const int64_t part = ((int64_t)sp * tokens_q + tq) * g.heads_q + h;
+      *reinterpret_cast<float4 *>(&ws_o[part * dv4 + c]) =
+          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      if (c == 0) ws_lse[part] = lse;
+    }
+  }
+}
+
+/* The parts of each (query row, head), one warp a row: LSE-weighted sum in part order. */
+template <typename T>
+__global__ void __launch_bounds__(128)
+    sdpa_split_combine(const sdpa_geom g, int32_t splits, const float *ws_lse, const float *ws_o, int64_t tokens_q) {
+  const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t pitch = tokens_q * g.heads_q;
+  if (row >= pitch) return;
+  const int dv4 = (g.dv + 3) / 4 * 4;
+  float m = -INFINITY;
+  for (int p = lane; p < splits; p += 32) m = fmaxf(m, ws_lse[p * pitch + row]);
+  m = warp_max(m);
+  float l = 0.0f, acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+  for (int p = 0; p < splits; ++p) {
+    const float x = ws_lse[p * pitch + row];
+    const float w = m == -INFINITY || x == -INFINITY ? 0.0f : __expf(x - m);
+    l += w;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int c = lane * 4 + 128 * k;
+      if (c >= dv4) continue;
+      const float4 v = *reinterpret_cast<const float4 *>(&ws_o[(p * pitch + row) * dv4 + c]);
+      acc[k][0] += w * v.x, acc[k][1] += w * v.y, acc[k][2] += w * v.z, acc[k][3] += w * v.w;
+    }
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const int64_t tq = row / g.heads_q, h = row % g.heads_q;
+  const int64_t b = g.cu_q != nullptr ? 0 : tq / g.seqlen_q, i = g.cu_q != nullptr ? tq : tq % g.seqlen_q;
+  T *dst = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + i * g.o.ss + h * g.o.sh;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int c = lane * 4 + 128 * k;
+    if (c >= g.dv) continue;
+    if (c + 4 <= g.dv) {
+      *reinterpret_cast<uint2 *>(dst + c) = make_uint2(pack2<T>(acc[k][0] * inv, acc[k][1] * inv),
+                                                       pack2<T>(acc[k][2] * inv, acc[k][3] * inv));
+    } else {
+      for (int e = 0; e < g.dv - c; ++e) dst[c + e] = from_f<T>(acc[k][e] * inv);
+    }
+  }
+  if (lane == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + i * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+/* Host side: grid (row tiles x parts, Hkv, batch), then the combine when there are parts. */
+template <typename T, int DP, int BM>
+cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, void *workspace, int64_t tokens_q,
+                              cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
+  using C = cfg<T, DP, BM>;
+  const auto kernel = sdpa_split_kernel<T, DP, BM>;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const int64_t row_tiles = ((int64_t)g.seqlen_q * g.group + BM - 1) / BM;
+  float *ws_lse = static_cast<float *>(workspace);
+  float *ws_o = splits > 1 ? reinterpret_cast<float *>(static_cast<unsigned char *>(workspace) +
+                                                       opsi_sdpa_split_lse_bytes(splits, tokens_q, g.heads_q))
+                           : nullptr;
+  const dim3 gr((unsigned)(row_tiles * splits), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
+  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, (int32_t)row_tiles, ws_lse, ws_o, tokens_q);
+  grid[0] = (int32_t)gr.x, grid[1] = (int32_t)gr.y, grid[2] = (int32_t)gr.z;
+  block[0] = C::THREADS, block[1] = block[2] = 1;
+  *smem_bytes = C::SMEM_BYTES;
+  if (splits > 1) {
+    const cudaError_t le = cudaGetLastError();
+    if (le != cudaSuccess) return le;
+    const int64_t rows = tokens_q * g.heads_q;
+    sdpa_split_combine<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(g, splits, ws_lse, ws_o, tokens_q);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace split
+}  // namespace opsi
+
+/* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
+#define OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)                                                                   \
+  template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(const opsi::sdpa_geom &, int32_t, void *,    \
+                                                                 int64_t, cudaStream_t, int32_t *, int32_t *, \
+                                                                 int32_t *);
+#define OPSI_SDPA_SPLIT_INSTANTIATE(T, DP, BM) OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_ */

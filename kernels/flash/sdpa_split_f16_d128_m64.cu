@@ -1,0 +1,4 @@
+/* The split-KV attention (sdpa_split.cuh), f16, head dims up to 128, 64 packed query rows a block. Written by tools/gen_kernel_sources.py from kernels/flash/sdpa_kernels.h. */
+#include "kernels/flash/sdpa_split.cuh"
+
+OPSI_SDPA_SPLIT_INSTANTIATE(__half, 128, 64)

@@ -1,0 +1,89 @@
+/*
+ * The split-KV attention kernels' shapes (sdpa_split.cuh), in one place for the kernels, their
+ * launcher and the capability rows, with the split count that the rows' workspace and plan
+ * and the launcher all take from it.
+ *
+ * A block is 4 warps over one KV head: its query rows are the packed rows (query row i, query
+ * head g of the KV head's group) -> i * group + g, BM of them, so that K and V are read once
+ * for every query head that shares them. _m16 kernels: BM 16, the 4 warps split each key tile
+ * (16 keys a warp) and merge at the end; _m64: BM 64, a warp 16 rows over every key. Key tiles
+ * of BN rows stream through a STAGES-deep cp.async ring (K and V a stage). Shared memory: Q BM
+ * x DP, the ring STAGES x 2 x BN x DP (16-bit), and the merge's row statistics 2 x 64 floats;
+ * the merge's f32 partial outputs (64 rows of DP + 8 floats) reuse the ring.
+ * PER_SM: resident blocks an SM by shared memory on sm_90 (228 KB), for the cost model and
+ * the split count.
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_SPLIT_SHAPE_H_
+#define OPSLIB_KERNELS_FLASH_SDPA_SPLIT_SHAPE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPSI_SDPA_SPLIT_WARPS 4
+#define OPSI_SDPA_SPLIT_BN 64
+#define OPSI_SDPA_SPLIT_D64_STAGES 4
+#define OPSI_SDPA_SPLIT_D128_STAGES 2
+#define OPSI_SDPA_SPLIT_D256_STAGES 2
+#define OPSI_SDPA_SPLIT_D64_M16_PER_SM 3
+#define OPSI_SDPA_SPLIT_D64_M64_PER_SM 3
+#define OPSI_SDPA_SPLIT_D128_M16_PER_SM 3
+#define OPSI_SDPA_SPLIT_D128_M64_PER_SM 2
+#define OPSI_SDPA_SPLIT_D256_M16_PER_SM 1
+#define OPSI_SDPA_SPLIT_D256_M64_PER_SM 1
+/* SM range: DP 64 and 128 fit the 99 KB a block may have on sm_86 / sm_89; DP 256 (136 KB
+ * and 160 KB) runs on sm_90 */
+#define OPSI_SDPA_SPLIT_D64_SM_MIN 80
+#define OPSI_SDPA_SPLIT_D128_SM_MIN 80
+#define OPSI_SDPA_SPLIT_D256_SM_MIN 90
+
+/* dynamic shared memory of a block, bytes */
+#define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES) (((BM) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 64 * 4)
+
+/* A split has at least MIN_TILES key tiles; the counts a call may take (so that explain and
+ * the launcher name them in static words): 1, 2, 3, 4, 6, 8, ... 96, 128. */
+#define OPSI_SDPA_SPLIT_MIN_TILES 2
+#define OPSI_SDPA_SPLIT_COUNTS(X) \
+  X(1) X(2) X(3) X(4) X(6) X(8) X(12) X(16) X(24) X(32) X(48) X(64) X(96) X(128)
+
+/* Parts each sequence's keys are split into: as many as fill one wave of the device's block
+ * slots (sm_count * per_sm) over `units` blocks without a split (batch x KV heads x row tiles),
+ * the largest listed count not above that, with at least MIN_TILES of the key_tiles each. */
+static inline int32_t opsi_sdpa_split_count(int64_t units, int64_t key_tiles, int64_t sm_count, int32_t per_sm) {
+  static const int32_t counts[] = {
+#define OPSI_SDPA_SPLIT_ENTRY(N) N,
+      OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_ENTRY)
+#undef OPSI_SDPA_SPLIT_ENTRY
+  };
+  if (units <= 0 || sm_count <= 0) return 1;
+  int64_t want = sm_count * per_sm / units;
+  const int64_t most = key_tiles / OPSI_SDPA_SPLIT_MIN_TILES;
+  if (want > most) want = most;
+  int32_t s = 1;
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
+    if (counts[i] <= want) s = counts[i];
+  }
+  return s;
+}
+
+/* The plan of a split count, in static words (explain, the profiler). */
+static inline const char *opsi_sdpa_split_plan(int32_t splits) {
+  switch (splits) {
+#define OPSI_SDPA_SPLIT_CASE(N) \
+  case N: return N == 1 ? "keys in one part (no combine)" : "keys split in " #N " parts + combine";
+    OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_CASE)
+#undef OPSI_SDPA_SPLIT_CASE
+    default: return "keys split (unlisted count)";
+  }
+}
+
+/* Workspace of a split call: each part's LSE [splits, tokens_q, Hq] f32, then (at a 16-byte
+ * offset) its output [splits, tokens_q, Hq, round_up(Dv, 4)] f32; none with one part. */
+static inline size_t opsi_sdpa_split_lse_bytes(int64_t splits, int64_t tokens_q, int64_t hq) {
+  return ((size_t)(splits * tokens_q * hq) * 4 + 15) / 16 * 16;
+}
+static inline size_t opsi_sdpa_split_workspace(int64_t splits, int64_t tokens_q, int64_t hq, int64_t dv) {
+  if (splits <= 1) return 0;
+  return opsi_sdpa_split_lse_bytes(splits, tokens_q, hq) + (size_t)(splits * tokens_q * hq * ((dv + 3) / 4 * 4)) * 4;
+}
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_SPLIT_SHAPE_H_ */

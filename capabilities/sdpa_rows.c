@@ -109,14 +109,12 @@ static const char *sm90_pair_plan(const opsi_problem *p) {
  * device (sdpa_split_shape.h), as the launcher takes it. */
 static int64_t split_row_tiles(const opsi_problem *p, int bm) {
   const int64_t hkv = p->dims[OPSI_SDPA_HKV] > 0 ? p->dims[OPSI_SDPA_HKV] : 1;
-  const int64_t rows = p->dims[OPSI_SDPA_SQ] * (p->dims[OPSI_SDPA_HQ] / hkv);
-  return (rows + bm - 1) / bm;
+  return opsi_sdpa_split_row_tiles(p->dims[OPSI_SDPA_SQ], p->dims[OPSI_SDPA_HQ] / hkv, bm);
 }
 
 static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
-  const int64_t units = p->dims[OPSI_SDPA_B] * p->dims[OPSI_SDPA_HKV] * split_row_tiles(p, bm);
-  const int64_t key_tiles = (p->dims[OPSI_SDPA_SK] + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN;
-  return opsi_sdpa_split_count(units, key_tiles, p->sm_count, per_sm);
+  return opsi_sdpa_split_parts(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], split_row_tiles(p, bm),
+                               p->dims[OPSI_SDPA_SK], p->sm_count, per_sm);
 }
 
 static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_grid_estimate *e) {

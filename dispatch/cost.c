@@ -36,25 +36,22 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   c->blocks = 1.0;
   c->waves = 1.0;
   const opsi_tiling *t = &r->tiling;
-  if (by_fn) {
-    const double slots = (double)dev->sm_count * (t->blocks_per_sm > 0 ? t->blocks_per_sm : 1);
-    c->blocks = ge.blocks;
-    c->pad_factor = ge.pad_factor;
-    if (ge.blocks > 0 && slots > 0) {
-      c->waves = ceil_div(ge.blocks, slots);
-      c->wave_factor = c->waves * slots / ge.blocks;
-    }
-  } else if (r->backend == OPS_DEVICE_CUDA && t->tile_dim[0] >= 0) {
+  if (by_fn || (r->backend == OPS_DEVICE_CUDA && t->tile_dim[0] >= 0)) {
     double blocks = 1.0;
-    for (int i = 0; i < 3; ++i) {
-      if (t->tile_dim[i] < 0 || t->tile[i] <= 0) continue;
-      const double extent = opsi_tiled_extent(p, t->tile_dim[i]);
-      const double tiles = ceil_div(extent, t->tile[i]);
-      if (extent > 0) c->pad_factor *= tiles * t->tile[i] / extent;
-      if (t->tile_in_grid[i]) blocks *= tiles;
-    }
-    for (int i = 0; i < 3; ++i) {
-      if (t->grid_dims[i] >= 0) blocks *= (double)p->dims[t->grid_dims[i]];
+    if (by_fn) {
+      blocks = ge.blocks;
+      c->pad_factor = ge.pad_factor;
+    } else {
+      for (int i = 0; i < 3; ++i) {
+        if (t->tile_dim[i] < 0 || t->tile[i] <= 0) continue;
+        const double extent = opsi_tiled_extent(p, t->tile_dim[i]);
+        const double tiles = ceil_div(extent, t->tile[i]);
+        if (extent > 0) c->pad_factor *= tiles * t->tile[i] / extent;
+        if (t->tile_in_grid[i]) blocks *= tiles;
+      }
+      for (int i = 0; i < 3; ++i) {
+        if (t->grid_dims[i] >= 0) blocks *= (double)p->dims[t->grid_dims[i]];
+      }
     }
     const double slots = (double)dev->sm_count * (t->blocks_per_sm > 0 ? t->blocks_per_sm : 1);
     c->blocks = blocks;

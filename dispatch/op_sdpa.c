@@ -74,16 +74,13 @@ static ops_status check_cache(const opsi_vctx *v, const ops_sdpa_params *p, cons
   const int64_t l_shape[1] = {batch};
   OPSI_TRY(opsi_check_shape(v, "params->kv_lens", p->kv_lens, 1, l_shape, "[batch]"));
   const ops_tensor *bt = p->block_table;
-  int64_t pages = 0;
+  *capacity = k->shape[1]; /* keys of a sequence (paged: of a page) */
   if (bt != NULL) {
     OPSI_TRY(opsi_check_tensor(v, "params->block_table", bt, NULL));
     OPSI_TRY(opsi_check_dtype_in(v, "params->block_table", bt, OPSI_DTYPE_BIT(OPS_DTYPE_I32)));
     OPSI_TRY(opsi_check_ndim(v, "params->block_table", bt, 2, 2));
     OPSI_TRY(opsi_check_extent(v, "params->block_table", bt, 0, batch, "batch"));
-    pages = bt->shape[1];
-    *capacity = pages * k->shape[1];
-  } else {
-    *capacity = k->shape[1];
+    *capacity *= bt->shape[1];
   }
   return OPS_OK;
 }
@@ -94,13 +91,12 @@ static ops_status check_cache_contents(const opsi_vctx *v, const ops_sdpa_params
                                        int64_t batch, int64_t capacity) {
   if (p->kv_lens->device.type != OPS_DEVICE_CPU || v->mode != OPSI_RUN) return OPS_OK;
   const ops_tensor *bt = p->block_table;
-  const int64_t *cap = &capacity;
   const int32_t *lens = (const int32_t *)p->kv_lens->data;
   for (int64_t b = 0; b < batch; ++b) {
     const int32_t len = lens[b * p->kv_lens->strides[0]];
-    if (len < 0 || len > *cap) {
+    if (len < 0 || len > capacity) {
       return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: params->kv_lens[%lld]: expected 0..%lld (the cache's %s), got %d",
-                       v->fn, (long long)b, (long long)*cap,
+                       v->fn, (long long)b, (long long)capacity,
                        bt != NULL ? "pages a sequence times page_size" : "capacity, k's axis 1", (int)len);
     }
     if (bt == NULL) continue;

@@ -104,10 +104,9 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
                               "the split-KV kernel got a mask or rows that are not 16-byte aligned", NULL, 0);
   }
-  const int64_t row_tiles = ((int64_t)g.seqlen_q * g.group + BM - 1) / BM;
-  const int64_t key_tiles = ((int64_t)g.seqlen_k + C::BN - 1) / C::BN;
-  const int64_t units = (int64_t)g.batch * (g.heads_q / g.group) * row_tiles;
-  const int32_t splits = opsi_sdpa_split_count(units, key_tiles, ctx->sm_count, C::PER_SM);
+  const int64_t row_tiles = opsi_sdpa_split_row_tiles(g.seqlen_q, g.group, BM);
+  const int32_t splits =
+      opsi_sdpa_split_parts(g.batch, g.heads_q / g.group, row_tiles, g.seqlen_k, ctx->sm_count, C::PER_SM);
   const int64_t tokens_q = a->varlen ? a->q.shape[1] : (int64_t)g.batch * g.seqlen_q;
   if (row_tiles * splits > 2147483647) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid exceeds 2^31 - 1 blocks", NULL, 0);
@@ -120,10 +119,11 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   info->plan = opsi_sdpa_split_plan(splits);
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, ctx->workspace, tokens_q, stream,
-                                                                  info->grid, info->block, &info->smem_bytes)
-          : opsi::split::launch_sdpa_split<__half, DP, BM>(g, splits, ctx->workspace, tokens_q, stream, info->grid,
-                                                           info->block, &info->smem_bytes);
+          ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, (int32_t)row_tiles, ctx->workspace,
+                                                                  tokens_q, stream, info->grid, info->block,
+                                                                  &info->smem_bytes)
+          : opsi::split::launch_sdpa_split<__half, DP, BM>(g, splits, (int32_t)row_tiles, ctx->workspace, tokens_q,
+                                                           stream, info->grid, info->block, &info->smem_bytes);
   return opsi::launch_status(ctx, e);
 }
 

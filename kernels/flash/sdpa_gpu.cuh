@@ -24,23 +24,33 @@ using sdpa_view = ::opsi_sdpa_view;
 using sdpa_geom = ::opsi_sdpa_geom;
 
 /* One (batch, head)'s sequences: their starts in the packed tensors (0 without varlen) and
- * lengths, clamped to [0, max_seqlen] so that a bad cu_seqlens cannot send a read astray. */
+ * lengths, clamped to [0, max_seqlen] so that a bad cu_seqlens cannot send a read astray.
+ * CACHE: the kernel serves KV caches, whose key count is kv_lens[b] (keys from the cache's
+ * start; cu_seqlens_k is then NULL) where the call names one. */
 struct sdpa_seq {
   int64_t q0, k0;
   int32_t sq, sk;
 };
 
+/* A KV cache's key count of sequence b, clamped to the capacity. */
+__device__ __forceinline__ int32_t sdpa_cache_keys(const sdpa_geom &g, int b) {
+  const int32_t l = g.kv_lens[b * g.kl_s];
+  return l < 0 ? 0 : l > g.seqlen_k ? g.seqlen_k : l;
+}
+
+template <bool CACHE = false>
 __device__ __forceinline__ sdpa_seq sdpa_sequence(const sdpa_geom &g, int b) {
   sdpa_seq s;
+  const bool cache = CACHE && g.kv_lens != nullptr;
   if (g.cu_q == nullptr) {
-    s.q0 = 0, s.k0 = 0, s.sq = g.seqlen_q, s.sk = g.seqlen_k;
+    s.q0 = 0, s.k0 = 0, s.sq = g.seqlen_q, s.sk = cache ? sdpa_cache_keys(g, b) : g.seqlen_k;
     return s;
   }
   s.q0 = g.cu_q[b * g.cu_sq];
-  s.k0 = g.cu_k[b * g.cu_sk];
-  const int64_t lq = g.cu_q[(b + 1) * g.cu_sq] - s.q0, lk = g.cu_k[(b + 1) * g.cu_sk] - s.k0;
+  s.k0 = cache ? 0 : g.cu_k[b * g.cu_sk];
+  const int64_t lq = g.cu_q[(b + 1) * g.cu_sq] - s.q0, lk = cache ? 0 : g.cu_k[(b + 1) * g.cu_sk] - s.k0;
   s.sq = (int32_t)(lq < 0 ? 0 : lq > g.seqlen_q ? g.seqlen_q : lq);
-  s.sk = (int32_t)(lk < 0 ? 0 : lk > g.seqlen_k ? g.seqlen_k : lk);
+  s.sk = cache ? sdpa_cache_keys(g, b) : (int32_t)(lk < 0 ? 0 : lk > g.seqlen_k ? g.seqlen_k : lk);
   if (s.q0 < 0) s.q0 = 0, s.sq = 0;
   if (s.k0 < 0) s.k0 = 0, s.sk = 0;
   return s;
@@ -80,6 +90,40 @@ __device__ __forceinline__ void sdpa_row_keys(const sdpa_geom &g, const sdpa_seq
   *lo = (int)min(l, (int64_t)s.sk), *hi = (int)max(h, (int64_t)0);
 }
 
+/* One key tile's scores x, for the thread's two rows of the m16n8 / m64nN accumulator layout
+ * (sc[n][e]: row (e / 2) * 8 of the thread's pair), -> unnormalized probabilities exp2(x k -
+ * max), in place. Each row's running max and sum are updated over the quad of threads that
+ * holds it; rs: the factor the row's O is to be rescaled by. */
+template <int NB, typename Exp2>
+__device__ __forceinline__ void sdpa_softmax_tile(float (&sc)[NB][4], float k, float (&row_max)[2],
+                                                  float (&row_sum)[2], float (&rs)[2], Exp2 exp2) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float m[NB]; /* the row's max by a tree: log2(NB) dependent steps, not NB */
+#pragma unroll
+    for (int n = 0; n < NB; ++n) m[n] = fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]);
+#pragma unroll
+    for (int w = 1; w < NB; w *= 2)
+#pragma unroll
+      for (int n = 0; n + w < NB; n += 2 * w) m[n] = fmaxf(m[n], m[n + w]);
+    float mx = m[0];
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(row_max[hr], mx * k);
+    const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
+    rs[hr] = exp2(row_max[hr] - base);
+    row_max[hr] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      sc[n][2 * hr] = exp2(fmaf(sc[n][2 * hr], k, -base));
+      sc[n][2 * hr + 1] = exp2(fmaf(sc[n][2 * hr + 1], k, -base));
+      sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+    }
+    row_sum[hr] = row_sum[hr] * rs[hr] + sum;
+  }
+}
+
 /* One key tile's scores -> unnormalized probabilities, in place, for the thread's two rows of
  * the m16n8 / m64nN accumulator layout: sc[n][e] is row r0 + (e / 2) * 8, key j0 + 8 n +
  * (lane % 4) * 2 + e % 2 (tile rows i_lo .. i_hi, within the sequence). Each row's running
@@ -95,36 +139,8 @@ __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sd
                                                     int i_hi, int r0, int j0, int lane, float (&sc)[NB][4],
                                                     float (&row_max)[2], float (&row_sum)[2], float (&rs)[2],
                                                     Exp2 exp2) {
-  /* the row statistics and probabilities of scores x * k */
-  const auto finish = [&](float k) {
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      float m[NB]; /* the row's max by a tree: log2(NB) dependent steps, not NB */
-#pragma unroll
-      for (int n = 0; n < NB; ++n) m[n] = fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]);
-#pragma unroll
-      for (int w = 1; w < NB; w *= 2)
-#pragma unroll
-        for (int n = 0; n + w < NB; n += 2 * w) m[n] = fmaxf(m[n], m[n + w]);
-      float mx = m[0];
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mx = fmaxf(row_max[hr], mx * k);
-      const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
-      rs[hr] = exp2(row_max[hr] - base);
-      row_max[hr] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < NB; ++n) {
-        sc[n][2 * hr] = exp2(fmaf(sc[n][2 * hr], k, -base));
-        sc[n][2 * hr + 1] = exp2(fmaf(sc[n][2 * hr + 1], k, -base));
-        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
-      }
-      row_sum[hr] = row_sum[hr] * rs[hr] + sum;
-    }
-  };
   if (g.scale_log2 > 0.0f && sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
-    finish(g.scale_log2);
+    sdpa_softmax_tile(sc, g.scale_log2, row_max, row_sum, rs, exp2);
   } else {
     /* to the log2 domain, -inf outside each row's visible keys, plus the mask where given:
      * the key bounds a row, not a test of every (i, j), keeps this path's registers few */
@@ -147,7 +163,7 @@ __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sd
         }
         sc[n][e] = x;
       }
-    finish(1.0f);
+    sdpa_softmax_tile(sc, 1.0f, row_max, row_sum, rs, exp2);
   }
 }
 

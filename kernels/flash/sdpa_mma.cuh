@@ -82,6 +82,53 @@ __device__ __forceinline__ void load_rows(T *sm, const T *src, int64_t s_row, in
   }
 }
 
+/* S = Q K^T for one warp's 16 query rows over NK keys: qfrag(kk, qa) gives the warp's Q
+ * fragment of k16 step kk; the keys are rows k_row0 .. k_row0 + NK - 1 of the swizzled K tile
+ * kb; the first kd k16 steps are not head-dim padding. sc in the m16n8 accumulator layout. */
+template <typename T, int DP, int NK, typename QFrag>
+__device__ __forceinline__ void warp_qk(float (&sc)[NK / 8][4], QFrag &&qfrag, const T *kb, int k_row0, int kd,
+                                        int lane) {
+#pragma unroll
+  for (int n = 0; n < NK / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk) {
+    if (kk >= kd) break;
+    uint32_t qa[4];
+    qfrag(kk, qa);
+#pragma unroll
+    for (int nj = 0; nj < NK / 16; ++nj) {
+      uint32_t r[4];
+      ldmatrix_x4(r, &kb[swz<DP>(k_row0 + nj * 16 + (lane / 16) * 8 + lane % 8, kk * 16 + ((lane / 8) % 2) * 8)]);
+      const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_name<T>::mma(sc[2 * nj], qa, b0);
+      mma_name<T>::mma(sc[2 * nj + 1], qa, b1);
+    }
+  }
+}
+
+/* O += P V for one warp: P is the probabilities in sc (the score fragments of each 16 keys
+ * are P's A fragment) of keys v_row0 .. v_row0 + NK - 1, rows of the swizzled V tile vb; the
+ * first kdv k16 steps of Dv are not padding. */
+template <typename T, int DP, int NK>
+__device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)[NK / 8][4], const T *vb, int v_row0,
+                                        int kdv, int lane) {
+#pragma unroll
+  for (int kt = 0; kt < NK / 16; ++kt) {
+    const uint32_t pa[4] = {pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pack2<T>(sc[2 * kt][2], sc[2 * kt][3]),
+                            pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
+                            pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
+#pragma unroll
+    for (int dj = 0; dj < DP / 16; ++dj) {
+      if (dj >= kdv) break;
+      uint32_t r[4];
+      ldmatrix_x4_trans(r, &vb[swz<DP>(v_row0 + kt * 16 + ((lane / 8) % 2) * 8 + lane % 8, dj * 16 + (lane / 16) * 8)]);
+      const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      mma_name<T>::mma(o[2 * dj], pa, b0);
+      mma_name<T>::mma(o[2 * dj + 1], pa, b1);
+    }
+  }
+}
+
 template <typename T, int DP>
 __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdpa_geom g) {
   using C = cfg<T, DP>;
@@ -126,22 +173,10 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
     __syncthreads();
 
     float sc[BN / 8][4];
-#pragma unroll
-    for (int n = 0; n < BN / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; ++kk) {
-      if (kk >= kd) break;
-      uint32_t qa[4];
+    const auto q_frag = [&](int kk, uint32_t(&qa)[4]) {
       ldmatrix_x4(qa, &sq[swz<DP>(warp * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
-#pragma unroll
-      for (int nj = 0; nj < BN / 16; ++nj) {
-        uint32_t r[4];
-        ldmatrix_x4(r, &kb[swz<DP>(nj * 16 + (lane / 16) * 8 + lane % 8, kk * 16 + ((lane / 8) % 2) * 8)]);
-        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_name<T>::mma(sc[2 * nj], qa, b0);
-        mma_name<T>::mma(sc[2 * nj + 1], qa, b1);
-      }
-    }
+    };
+    warp_qk<T, DP, BN>(sc, q_frag, kb, 0, kd, lane);
     if (t + 1 < t_end) {
       load_rows<T, BN, DP, THREADS>(sk + (buf ^ 1) * BN * DP, kp, g.k.ss, g.k.sd, s.sk, g.d, (t + 1) * BN,
                                     aligned);
@@ -157,22 +192,7 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
 
     cp_wait<1>();
     __syncthreads();
-    /* O += P V: the score fragments of key columns 16 kt .. 16 kt + 15 are P's A fragment */
-#pragma unroll
-    for (int kt = 0; kt < BN / 16; ++kt) {
-      const uint32_t pa[4] = {pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pack2<T>(sc[2 * kt][2], sc[2 * kt][3]),
-                              pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
-                              pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
-#pragma unroll
-      for (int dj = 0; dj < DP / 16; ++dj) {
-        if (dj >= kdv) break;
-        uint32_t r[4];
-        ldmatrix_x4_trans(r, &vb[swz<DP>(kt * 16 + ((lane / 8) % 2) * 8 + lane % 8, dj * 16 + (lane / 16) * 8)]);
-        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_name<T>::mma(o[2 * dj], pa, b0);
-        mma_name<T>::mma(o[2 * dj + 1], pa, b1);
-      }
-    }
+    warp_pv<T, DP, BN>(o, sc, vb, 0, kdv, lane); /* O += P V */
   }
   cp_wait<0>();
   __syncthreads(); /* every copy into Q's rows has landed (with no key tile, nothing waited yet) */

@@ -63,29 +63,6 @@ template <typename T, int DP, int BM_> struct cfg {
   static_assert(sizeof(T) == 2, "16-bit operands");
 };
 
-/* One sequence's bounds: queries by cu_seqlens_q (else the whole batch entry), keys by the
- * cache's kv_lens, by cu_seqlens_k, or the whole entry; each clamped to its max. */
-__device__ __forceinline__ sdpa_seq split_sequence(const sdpa_geom &g, int b) {
-  sdpa_seq s;
-  s.q0 = 0, s.k0 = 0, s.sq = g.seqlen_q, s.sk = g.seqlen_k;
-  if (g.cu_q != nullptr) {
-    s.q0 = g.cu_q[b * g.cu_sq];
-    const int64_t lq = g.cu_q[(b + 1) * g.cu_sq] - s.q0;
-    s.sq = (int32_t)(lq < 0 ? 0 : lq > g.seqlen_q ? g.seqlen_q : lq);
-    if (s.q0 < 0) s.q0 = 0, s.sq = 0;
-  }
-  if (g.kv_lens != nullptr) {
-    const int32_t l = g.kv_lens[b * g.kl_s];
-    s.sk = l < 0 ? 0 : l > g.seqlen_k ? g.seqlen_k : l;
-  } else if (g.cu_k != nullptr) {
-    s.k0 = g.cu_k[b * g.cu_sk];
-    const int64_t lk = g.cu_k[(b + 1) * g.cu_sk] - s.k0;
-    s.sk = (int32_t)(lk < 0 ? 0 : lk > g.seqlen_k ? g.seqlen_k : lk);
-    if (s.k0 < 0) s.k0 = 0, s.sk = 0;
-  }
-  return s;
-}
-
 /* Element offset of key row j (KV head hk) of sequence b in the K and V views (through the
  * block table when paged); false for a page id outside the pool. */
 __device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j, int64_t *ko,
@@ -136,7 +113,7 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
 
   const int rt = blockIdx.x % row_tiles, sp = blockIdx.x / row_tiles;
   const int hk = blockIdx.y, b = blockIdx.z, group = g.group;
-  const sdpa_seq s = split_sequence(g, b);
+  const sdpa_seq s = sdpa_sequence<true>(g, b);
   const int64_t rows = (int64_t)s.sq * group;
   const int64_t row0 = (int64_t)rt * BM;
   if (row0 >= rows) return;
@@ -206,26 +183,14 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
     const T *kb = ring + ((t - ta) % STAGES) * 2 * BN * DP, *vb = kb + BN * DP;
 
     float sc[NW / 8][4];
-#pragma unroll
-    for (int n = 0; n < NW / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; ++kk) {
-      if (kk >= kd) break;
-      uint32_t qa[4];
+    const auto q_frag = [&](int kk, uint32_t(&qa)[4]) {
       if constexpr (C::HOIST_Q) {
         qa[0] = qf[kk][0], qa[1] = qf[kk][1], qa[2] = qf[kk][2], qa[3] = qf[kk][3];
       } else {
         ldmatrix_x4(qa, &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
       }
-#pragma unroll
-      for (int nj = 0; nj < NW / 16; ++nj) {
-        uint32_t r[4];
-        ldmatrix_x4(r, &kb[fa2::swz<DP>(kw * NW + nj * 16 + (lane / 16) * 8 + lane % 8, kk * 16 + ((lane / 8) % 2) * 8)]);
-        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_name<T>::mma(sc[2 * nj], qa, b0);
-        mma_name<T>::mma(sc[2 * nj + 1], qa, b1);
-      }
-    }
+    };
+    fa2::warp_qk<T, DP, NW>(sc, q_frag, kb, kw * NW, kd, lane);
 
     /* scores -> log2 domain (masked unless the tile is inside every row's keys) -> P */
     const bool inside = t * BN >= in_lo && t * BN + BN <= in_hi;
@@ -237,46 +202,12 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
         const int j = jq + n * 8 + e % 2;
         sc[n][e] = inside || (j >= lo[e / 2] && j < hi[e / 2]) ? sc[n][e] * g.scale_log2 : -INFINITY;
       }
+    float rs[2];
+    sdpa_softmax_tile(sc, 1.0f, row_max, row_sum, rs, [](float x) { return exp2f(x); });
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < NW / 8; ++n) mx = fmaxf(mx, fmaxf(sc[n][2 * hr], sc[n][2 * hr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      mx = fmaxf(row_max[hr], mx);
-      const float base = mx == -INFINITY ? 0.0f : mx;
-      const float rs = exp2f(row_max[hr] - base);
-      row_max[hr] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < NW / 8; ++n) {
-        sc[n][2 * hr] = exp2f(sc[n][2 * hr] - base);
-        sc[n][2 * hr + 1] = exp2f(sc[n][2 * hr + 1] - base);
-        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
-      }
-      row_sum[hr] = row_sum[hr] * rs + sum;
-#pragma unroll
-      for (int n = 0; n < DP / 8; ++n) o[n][2 * hr] *= rs, o[n][2 * hr + 1] *= rs;
-    }
+    for (int n = 0; n < DP / 8; ++n) o[n][0] *= rs[0], o[n][1] *= rs[0], o[n][2] *= rs[1], o[n][3] *= rs[1];
 
-    /* O += P V over this warp's keys */
-#pragma unroll
-    for (int kt = 0; kt < NW / 16; ++kt) {
-      const uint32_t pa[4] = {pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pack2<T>(sc[2 * kt][2], sc[2 * kt][3]),
-                              pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
-                              pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
-#pragma unroll
-      for (int dj = 0; dj < DP / 16; ++dj) {
-        if (dj >= kdv) break;
-        uint32_t r[4];
-        ldmatrix_x4_trans(r, &vb[fa2::swz<DP>(kw * NW + kt * 16 + ((lane / 8) % 2) * 8 + lane % 8,
-                                              dj * 16 + (lane / 16) * 8)]);
-        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        mma_name<T>::mma(o[2 * dj], pa, b0);
-        mma_name<T>::mma(o[2 * dj + 1], pa, b1);
-      }
-    }
+    fa2::warp_pv<T, DP, NW>(o, sc, vb, kw * NW, kdv, lane); /* O += P V over this warp's keys */
   }
   cp_wait<0>();
   __syncthreads(); /* every warp is done with the ring: the merge buffer takes its space */
@@ -382,19 +313,19 @@ __global__ void __launch_bounds__(128)
 
 /* Host side: grid (row tiles x parts, Hkv, batch), then the combine when there are parts. */
 template <typename T, int DP, int BM>
-cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, void *workspace, int64_t tokens_q,
-                              cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
+cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_tiles, void *workspace,
+                              int64_t tokens_q, cudaStream_t stream, int32_t *grid, int32_t *block,
+                              int32_t *smem_bytes) {
   using C = cfg<T, DP, BM>;
   const auto kernel = sdpa_split_kernel<T, DP, BM>;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const int64_t row_tiles = ((int64_t)g.seqlen_q * g.group + BM - 1) / BM;
   float *ws_lse = static_cast<float *>(workspace);
   float *ws_o = splits > 1 ? reinterpret_cast<float *>(static_cast<unsigned char *>(workspace) +
                                                        opsi_sdpa_split_lse_bytes(splits, tokens_q, g.heads_q))
                            : nullptr;
-  const dim3 gr((unsigned)(row_tiles * splits), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
-  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, (int32_t)row_tiles, ws_lse, ws_o, tokens_q);
+  const dim3 gr((unsigned)((int64_t)row_tiles * splits), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
+  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, row_tiles, ws_lse, ws_o, tokens_q);
   grid[0] = (int32_t)gr.x, grid[1] = (int32_t)gr.y, grid[2] = (int32_t)gr.z;
   block[0] = C::THREADS, block[1] = block[2] = 1;
   *smem_bytes = C::SMEM_BYTES;
@@ -412,9 +343,9 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, void *workspac
 
 /* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
 #define OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)                                                                   \
-  template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(const opsi::sdpa_geom &, int32_t, void *,    \
-                                                                 int64_t, cudaStream_t, int32_t *, int32_t *, \
-                                                                 int32_t *);
+  template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(const opsi::sdpa_geom &, int32_t, int32_t,   \
+                                                                 void *, int64_t, cudaStream_t, int32_t *,    \
+                                                                 int32_t *, int32_t *);
 #define OPSI_SDPA_SPLIT_INSTANTIATE(T, DP, BM) OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_ */

@@ -65,6 +65,20 @@ static inline int32_t opsi_sdpa_split_count(int64_t units, int64_t key_tiles, in
   return s;
 }
 
+/* Row tiles of a call: its packed rows (seqlen_q query rows x `group` query heads a KV head)
+ * over BM a tile. */
+static inline int64_t opsi_sdpa_split_row_tiles(int64_t seqlen_q, int64_t group, int32_t bm) {
+  return (seqlen_q * group + bm - 1) / bm;
+}
+
+/* The parts of a call: opsi_sdpa_split_count over its blocks without a split (batch x KV heads
+ * x row tiles) and its key tiles (seqlen_k: the longest sequence, or the cache's capacity). */
+static inline int32_t opsi_sdpa_split_parts(int64_t batch, int64_t heads_kv, int64_t row_tiles, int64_t seqlen_k,
+                                            int64_t sm_count, int32_t per_sm) {
+  return opsi_sdpa_split_count(batch * heads_kv * row_tiles, (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN,
+                               sm_count, per_sm);
+}
+
 /* The plan of a split count, in static words (explain, the profiler). */
 static inline const char *opsi_sdpa_split_plan(int32_t splits) {
   switch (splits) {

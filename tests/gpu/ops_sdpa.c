@@ -56,6 +56,19 @@ static void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, 
   if (layout == 2) t->t.shape[nd - 1] = shape[nd - 1];
 }
 
+/* The optional LSE output (tensor 7): f32 [B, Hq, Sq], varlen [Hq, Tq]; absent without. */
+static void add_lse(gcall *c, opst_tensor *tl, int with, int varlen, int64_t batch, int64_t hq, int64_t sq,
+                    int64_t tot_q) {
+  if (!with) {
+    add_absent(c);
+    return;
+  }
+  const int64_t ls3[3] = {batch, hq, sq}, ls2[2] = {hq, tot_q};
+  if (varlen) opst_alloc(tl, &g_rng, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
+  else opst_alloc(tl, &g_rng, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
+  add_tensor(c, tl, OUT, -1);
+}
+
 static const int64_t kSeq[] = {1, 2, 17, 63, 64, 100, 128, 129, 200, 255, 333};
 
 /* Q, K and V filled from [-1, 1) and added to the call as its first three inputs. */
@@ -152,12 +165,7 @@ static void sdpa_case(int iter, int64_t big_seq) {
     add_absent(&c);
   }
   add_tensor(&c, &to, OUT, -1);
-  if (with_lse) {
-    const int64_t ls3[3] = {batch, hq, sq}, ls2[2] = {hq, tot_q};
-    if (varlen) opst_alloc(&tl, r, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
-    else opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
-    add_tensor(&c, &tl, OUT, -1);
-  }
+  add_lse(&c, &tl, with_lse, varlen, batch, hq, sq, tot_q);
   char label[240];
   snprintf(label, sizeof label,
            "sdpa case %d %s batch %lld Sq %lld Sk %lld Hq %lld Hkv %lld D %lld Dv %lld layout %d%s%s "
@@ -318,14 +326,7 @@ static void sdpa_cache_case(int iter, int64_t long_kv) {
   }
   add_absent(&c); /* cu_seqlens_k */
   add_tensor(&c, &to, OUT, -1);
-  if (with_lse) {
-    const int64_t ls3[3] = {batch, hq, sq}, ls2[2] = {hq, tot_q};
-    if (varlen) opst_alloc(&tl, r, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
-    else opst_alloc(&tl, r, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
-    add_tensor(&c, &tl, OUT, -1);
-  } else {
-    add_absent(&c);
-  }
+  add_lse(&c, &tl, with_lse, varlen, batch, hq, sq, tot_q);
   const int64_t nb = batch;
   opst_alloc(&tlen, r, OPS_DTYPE_I32, 1, &nb, OPST_CONTIGUOUS);
   for (int64_t b = 0; b < batch; ++b) opst_set_flat(&tlen, b, (double)lens[b]);
@@ -333,12 +334,7 @@ static void sdpa_cache_case(int iter, int64_t long_kv) {
   if (paged) {
     const int64_t ts[2] = {batch, cap_pages};
     opst_alloc(&tbt, r, OPS_DTYPE_I32, 2, ts, opst_chance(r, 0.3) ? OPST_STRIDED : OPST_CONTIGUOUS);
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)pages);
-    for (int64_t i = 0; i < pages; ++i) perm[i] = i;
-    for (int64_t i = pages - 1; i > 0; --i) {
-      const int64_t k = opst_int(r, 0, i), x = perm[i];
-      perm[i] = perm[k], perm[k] = x;
-    }
+    int64_t *perm = opst_permutation(r, pages);
     int64_t next = 0;
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t pg = 0; pg < cap_pages; ++pg) {

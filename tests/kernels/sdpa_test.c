@@ -206,12 +206,7 @@ static void make_cache(kv_cache *c, opst_rng *r, const problem *p, const opst_te
     opst_fill_uniform(&c->kc, r, -2, 2);
     opst_fill_uniform(&c->vc, r, -1, 1);
     opst_alloc_any(&c->table, r, OPS_DTYPE_I32, 2, ts);
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)pages);
-    for (int64_t i = 0; i < pages; ++i) perm[i] = i;
-    for (int64_t i = pages - 1; i > 0; --i) {
-      const int64_t j = opst_int(r, 0, i), x = perm[i];
-      perm[i] = perm[j], perm[j] = x;
-    }
+    int64_t *perm = opst_permutation(r, pages);
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t len = p->cuk[b + 1] - p->cuk[b];
       for (int64_t pg = 0; pg < per_seq; ++pg) {

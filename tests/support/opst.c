@@ -45,6 +45,16 @@ int64_t opst_int(opst_rng *r, int64_t lo, int64_t hi) {
   return lo + (int64_t)(opst_u64(r) % (uint64_t)(hi - lo + 1));
 }
 
+int64_t *opst_permutation(opst_rng *r, int64_t n) {
+  int64_t *perm = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) { /* Fisher-Yates */
+    const int64_t j = opst_int(r, 0, i), x = perm[i];
+    perm[i] = perm[j], perm[j] = x;
+  }
+  return perm;
+}
+
 int opst_chance(opst_rng *r, double p) { return opst_uniform(r, 0.0, 1.0) < p; }
 
 /* ---- elements -------------------------------------------------------------------- */

@@ -28,6 +28,8 @@ void opst_rng_init(opst_rng *r, uint64_t seed);
 uint64_t opst_u64(opst_rng *r);
 double opst_uniform(opst_rng *r, double lo, double hi);
 int64_t opst_int(opst_rng *r, int64_t lo, int64_t hi); /* inclusive */
+/* A uniformly random order of 0 .. n - 1, malloc'ed (the caller frees it). */
+int64_t *opst_permutation(opst_rng *r, int64_t n);
 int opst_chance(opst_rng *r, double p);
 
 /* ---- elements -------------------------------------------------------------------- */

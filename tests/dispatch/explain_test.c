@@ -147,6 +147,39 @@ static const char *chosen_name(const ops_explain *e) { return e->chosen >= 0 ? e
 /* GEMM on described GPUs: the path (Hopper, portable, GEMV) and the tile shape follow the
  * operands' layout, the shape and the SM, and explain names the layout flags and why each
  * kernel was refused. */
+/* Decode against a paged KV cache (B8, 32768 keys, GQA 32:8, d128): only the split-KV rows
+ * take a cache; explain names the feature, the part count the device's SMs give (sm_90: 132
+ * SMs x 3 blocks over 64 blocks -> 6 parts; sm_80: 108 x 3 -> 4), the memory efficiency
+ * beside the math one, and sizes the parts' workspace. */
+static void decode_against_a_paged_cache(void **state) {
+  (void)state;
+  const int64_t qs[4] = {8, 1, 32, 128}, ks[4] = {8 * 32768 / 16, 16, 8, 128}, ls[1] = {8}, ts[2] = {8, 2048};
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  for (int sm = 80; sm <= 90; sm += 10) {
+    ops_handle v = virtual_handle(sm);
+    const ops_device dev = ops_device_cuda(0);
+    ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
+    ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls), table = desc(OPS_DTYPE_I32, dev, 2, ts);
+    p.kv_lens = &lens, p.block_table = &table;
+    OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
+    assert_true(e.chosen >= 0);
+    assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_split_d128_m16");
+    assert_int_equal(verdict_of(&e, "cuda_sdpa_mma_d128")->reason, OPS_REASON_FEATURE);
+    check_renderings(&e, (const char *const[]){"[gqa, kv_cache, paged]", "does not support: kv_cache, paged",
+                                               sm == 90 ? "plan: keys split in 6 parts + combine"
+                                                        : "plan: keys split in 4 parts + combine",
+                                               "row efficiency 0.25 (memory 0.85)", NULL});
+    size_t ws = 0;
+    OPST_OK(ops_sdpa_workspace_size(v, &p, &q, &k, &k, &q, NULL, &ws));
+    const size_t parts = sm == 90 ? 6 : 4, rows = 8 * 32; /* tokens_q x heads_q */
+    assert_int_equal(ws, parts * rows * 4 + parts * rows * 128 * 4); /* LSE, then O (16-byte multiple) */
+    ops_handle_destroy(v);
+  }
+}
+
 static void gemm_explains_its_path_and_tile(void **state) {
   (void)state;
   const ops_device dev = ops_device_cuda(0);
@@ -401,6 +434,7 @@ static void launch_variants_are_rows_or_plans(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
+      cmocka_unit_test(decode_against_a_paged_cache),
       cmocka_unit_test(launch_variants_are_rows_or_plans),
       cmocka_unit_test(gemm_explains_its_path_and_tile),
       cmocka_unit_test(explain_names_the_kernel_that_runs),

@@ -131,13 +131,79 @@ bool opsi_tensor_self_overlaps(const ops_tensor *t) {
   return false;
 }
 
+/* One axis of the difference of two indices: c in [lo, hi] steps stride (> 0) elements. */
+typedef struct {
+  int64_t lo, hi, stride, reach; /* reach: what the axes after it can add, in absolute value */
+} diff_axis;
+
+static int compare_diff_axis(const void *a, const void *b) {
+  int64_t sa = ((const diff_axis *)a)->stride, sb = ((const diff_axis *)b)->stride;
+  return (sa < sb) - (sa > sb);
+}
+
+static int64_t floor_div(int64_t x, int64_t y) { return x / y - (x % y != 0 && (x < 0) != (y < 0)); }
+
+/* 1 when some c (c_i in [lo_i, hi_i]) has sum c_i stride_i == r; -1 past the node budget. */
+static int reach_offset(const diff_axis *ax, int n, int64_t r, int *budget) {
+  if (n == 0) return r == 0;
+  if (--*budget < 0) return -1;
+  int64_t lo = floor_div(r - ax->reach + ax->stride - 1, ax->stride), hi = floor_div(r + ax->reach, ax->stride);
+  if (lo < ax->lo) lo = ax->lo;
+  if (hi > ax->hi) hi = ax->hi;
+  for (int64_t c = lo; c <= hi; ++c) {
+    const int found = reach_offset(ax + 1, n - 1, r - c * ax->stride, budget);
+    if (found != 0) return found;
+  }
+  return 0;
+}
+
+/* Two views of one element size and the same strides (columns of one buffer: q and k heads
+ * of a fused QKV tensor) share an element only when their offset is a difference of indices.
+ * 1: they share one, 0: they do not, -1: not decided (other layouts; a search too long). */
+static int same_strides_share(const ops_tensor *a, const ops_tensor *b) {
+  const int64_t elem = (int64_t)ops_dtype_size((ops_dtype)a->dtype);
+  if (elem == 0 || elem != (int64_t)ops_dtype_size((ops_dtype)b->dtype) || a->ndim != b->ndim) return -1;
+  const intptr_t delta = (intptr_t)b->data - (intptr_t)a->data;
+  if (delta % elem != 0) return -1;
+  diff_axis ax[OPS_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < a->ndim; ++i) {
+    if (a->shape[i] > 1 || b->shape[i] > 1) {
+      if (a->strides[i] != b->strides[i]) return -1;
+      if (a->strides[i] == 0) continue;
+      /* element of a at ia meets element of b at ib when sum (ia - ib) stride == delta */
+      int64_t lo = -(b->shape[i] - 1), hi = a->shape[i] - 1, st = a->strides[i];
+      if (st < 0) {
+        const int64_t t = lo;
+        lo = -hi;
+        hi = -t;
+        st = -st;
+      }
+      ax[n].lo = lo;
+      ax[n].hi = hi;
+      ax[n].stride = st;
+      ++n;
+    }
+  }
+  qsort(ax, (size_t)n, sizeof ax[0], compare_diff_axis);
+  int64_t reach = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    ax[i].reach = reach;
+    int64_t m = ax[i].hi > -ax[i].lo ? ax[i].hi : -ax[i].lo;
+    if (__builtin_mul_overflow(m, ax[i].stride, &m) || __builtin_add_overflow(reach, m, &reach)) return -1;
+  }
+  int budget = 4096;
+  return reach_offset(ax, n, (int64_t)(delta / elem), &budget);
+}
+
 bool opsi_tensors_overlap(const ops_tensor *a, const ops_tensor *b) {
   int64_t alo, ahi, blo, bhi;
   if (!opsi_tensor_byte_span(a, &alo, &ahi) || !opsi_tensor_byte_span(b, &blo, &bhi)) {
     return true;
   }
   intptr_t pa = (intptr_t)a->data, pb = (intptr_t)b->data;
-  return pa + alo < pb + bhi && pb + blo < pa + ahi;
+  if (!(pa + alo < pb + bhi && pb + blo < pa + ahi)) return false;
+  return same_strides_share(a, b) != 0;
 }
 
 bool opsi_same_view(const ops_tensor *a, const ops_tensor *b) {

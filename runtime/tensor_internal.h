@@ -24,7 +24,9 @@ bool opsi_tensor_byte_span(const ops_tensor *t, int64_t *lo, int64_t *hi);
  * axis of extent > 1). Conservative: it may report overlap for exotic interleavings. */
 bool opsi_tensor_self_overlaps(const ops_tensor *t);
 
-/* True when the memory ranges of a and b intersect (both must have elements). */
+/* True when a and b may share bytes (both must have elements): their memory ranges
+ * intersect, unless they have one element size and the same strides and no element of one
+ * is an element of the other (interleaved columns of one buffer: q and k of a fused QKV). */
 bool opsi_tensors_overlap(const ops_tensor *a, const ops_tensor *b);
 
 /* True when a and b are the same view: data, dtype, shape and strides. */

@@ -25,6 +25,8 @@ DECLARE_ROWS(dropout)
 DECLARE_ROWS(layernorm_backward)
 DECLARE_ROWS(rmsnorm_backward)
 DECLARE_ROWS(softmax_backward)
+DECLARE_ROWS(rope)
+DECLARE_ROWS(kv_cache_append)
 
 typedef struct {
   const opsi_kernel_row *rows;
@@ -48,6 +50,8 @@ static const op_rows k_by_op[] = {
     [OPS_OP_LAYERNORM_BACKWARD] = {opsi_layernorm_backward_rows, &opsi_layernorm_backward_row_count},
     [OPS_OP_RMSNORM_BACKWARD] = {opsi_rmsnorm_backward_rows, &opsi_rmsnorm_backward_row_count},
     [OPS_OP_SOFTMAX_BACKWARD] = {opsi_softmax_backward_rows, &opsi_softmax_backward_row_count},
+    [OPS_OP_ROPE] = {opsi_rope_rows, &opsi_rope_row_count},
+    [OPS_OP_KV_CACHE_APPEND] = {opsi_kv_cache_append_rows, &opsi_kv_cache_append_row_count},
 };
 
 #define OP_SLOTS (sizeof k_by_op / sizeof k_by_op[0])

@@ -37,7 +37,8 @@ enum {
   OPSI_F_B_N_MAJOR = 1u << 20, /* B's K axis is not unit-stride (row-major [K, N]) */
   /* SDPA over a KV cache */
   OPSI_F_KV_CACHE = 1u << 21, /* per-sequence key counts (kv_lens) in a cache of a capacity */
-  OPSI_F_PAGED = 1u << 22     /* K and V in pages named by a block table */
+  OPSI_F_PAGED = 1u << 22,    /* K and V in pages named by a block table */
+  OPSI_F_ROPE = 1u << 23      /* kv_cache_append: K rotated on its way into the cache */
 };
 
 /* The dispatcher's summary of one call. Plain data: compared and hashed as bytes by the
@@ -67,6 +68,9 @@ enum { OPSI_GEMM_BATCH, OPSI_GEMM_M, OPSI_GEMM_N, OPSI_GEMM_K };
 enum { OPSI_ROWS_ROWS, OPSI_ROWS_COLS };          /* layernorm, rmsnorm, softmax */
 enum { OPSI_EW_NUMEL, OPSI_EW_NDIM, OPSI_EW_INPUTS }; /* sin_affine, unary, binary */
 enum { OPSI_REDUCE_OUT, OPSI_REDUCE_INNER, OPSI_REDUCE_NDIM };
+/* rope (heads: q's and k's together) and kv_cache_append (heads: k's; heads_v, head_dim_v: v's;
+ * rotary_dim 0 without RoPE) */
+enum { OPSI_ROPE_TOKENS, OPSI_ROPE_HEADS, OPSI_ROPE_D, OPSI_ROPE_ROTARY, OPSI_ROPE_HEADS_V, OPSI_ROPE_DV };
 
 typedef size_t (*opsi_workspace_fn)(const opsi_problem *problem);
 

@@ -11,7 +11,7 @@ static const char *const k_flag_names[] = {
     "causal", "window", "gqa", "varlen", "lse", "mask", "bias", "residual", "residual_out",
     "beta_c", "batched", "stats_out", "broadcast", "strided", "keepdim", "dv_ne_d",
     "reduce_not_inner", "reduce_not_columns", "dweight", "a_m_major", "b_n_major",
-    "kv_cache", "paged",
+    "kv_cache", "paged", "rope",
 };
 
 const char *opsi_flag_names(uint32_t flags, char *buf, size_t n) {
@@ -32,6 +32,7 @@ const char *opsi_dim_name(int32_t op, int index) {
   static const char *const rows[] = {"rows", "cols"};
   static const char *const ew[] = {"numel", "ndim", "inputs"};
   static const char *const reduce[] = {"outputs", "reduced", "ndim"};
+  static const char *const rope[] = {"tokens", "heads", "head_dim", "rotary_dim", "heads_v", "head_dim_v"};
   static _Thread_local char fallback[16];
   const char *const *names = NULL;
   int count = 0;
@@ -51,6 +52,8 @@ const char *opsi_dim_name(int32_t op, int index) {
     case OPS_OP_EW_CHAIN:
     case OPS_OP_DROPOUT: names = ew; count = 3; break;
     case OPS_OP_REDUCE: names = reduce; count = 3; break;
+    case OPS_OP_ROPE: names = rope; count = 4; break;
+    case OPS_OP_KV_CACHE_APPEND: names = rope; count = 6; break;
     default: break;
   }
   if (index >= 0 && index < count) return names[index];

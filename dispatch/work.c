@@ -113,6 +113,15 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
       f = n;
       break;
     }
+    case OPS_OP_ROPE:
+    case OPS_OP_KV_CACHE_APPEND: { /* every element read and written once, an index a token */
+      const double t = (double)d[OPSI_ROPE_TOKENS];
+      const double n = t * ((double)d[OPSI_ROPE_HEADS] * (double)d[OPSI_ROPE_D] +
+                            (double)d[OPSI_ROPE_HEADS_V] * (double)d[OPSI_ROPE_DV]);
+      b = 2.0 * in * n + 8.0 * t * (p->op == OPS_OP_KV_CACHE_APPEND ? 2.0 : 1.0);
+      f = 3.0 * t * (double)d[OPSI_ROPE_HEADS] * (double)d[OPSI_ROPE_ROTARY];
+      break;
+    }
     default: { /* elementwise: every input at most the output's size, one output */
       const double n = (double)d[OPSI_EW_NUMEL];
       b = out * n * (1.0 + (double)d[OPSI_EW_INPUTS]);

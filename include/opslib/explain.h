@@ -126,6 +126,13 @@ OPS_API ops_status ops_dropout_explain(ops_handle handle, const ops_dropout_para
                                        const ops_tensor *x, const ops_tensor *y, ops_explain *out);
 OPS_API ops_status ops_reduce_explain(ops_handle handle, const ops_reduce_params *params,
                                       const ops_tensor *x, const ops_tensor *y, ops_explain *out);
+OPS_API ops_status ops_rope_explain(ops_handle handle, const ops_rope_params *params,
+                                    const ops_tensor *positions, const ops_tensor *q, const ops_tensor *q_out,
+                                    ops_explain *out);
+OPS_API ops_status ops_kv_cache_append_explain(ops_handle handle, const ops_kv_cache_append_params *params,
+                                               const ops_tensor *k, const ops_tensor *v,
+                                               const ops_tensor *slot_mapping, const ops_tensor *k_cache,
+                                               const ops_tensor *v_cache, ops_explain *out);
 
 /* ---- the kernel catalog --------------------------------------------------------------- */
 

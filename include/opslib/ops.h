@@ -59,7 +59,9 @@ typedef enum ops_op {
   OPS_OP_DROPOUT = 12,
   OPS_OP_LAYERNORM_BACKWARD = 13,
   OPS_OP_RMSNORM_BACKWARD = 14,
-  OPS_OP_SOFTMAX_BACKWARD = 15
+  OPS_OP_SOFTMAX_BACKWARD = 15,
+  OPS_OP_ROPE = 16,
+  OPS_OP_KV_CACHE_APPEND = 17
 } ops_op;
 
 /* Pointwise functions: ops_unary, and the activation of a GEMM epilogue. Stable values. */
@@ -422,6 +424,96 @@ OPS_API ops_status ops_reduce(ops_handle handle, const ops_reduce_params *params
 OPS_API ops_status ops_reduce_workspace_size(ops_handle handle, const ops_reduce_params *params,
                                              const ops_tensor *x, const ops_tensor *y,
                                              size_t *bytes);
+
+/* ------------------------------------------------------------------------------------ */
+/* Rotary position embedding and the KV cache                                            */
+/* ------------------------------------------------------------------------------------ */
+
+/* Which elements of a head form the rotated pairs. Stable values. */
+typedef enum ops_rope_style {
+  OPS_ROPE_NEOX = 0, /* (x[i], x[i + r/2]) for i < r/2: the halves (GPT-NeoX, Llama) */
+  OPS_ROPE_GPTJ = 1  /* (x[2i], x[2i + 1]): interleaved (GPT-J) */
+} ops_rope_style;
+
+/* How the frequencies are rescaled for a longer context. Stable values. */
+typedef enum ops_rope_scaling {
+  OPS_ROPE_SCALING_NONE = 0,
+  OPS_ROPE_SCALING_LINEAR = 1, /* every frequency divided by factor (positions / factor) */
+  OPS_ROPE_SCALING_LLAMA3 = 2  /* Llama 3.1: wavelengths over original_max_positions /
+                                  low_freq_factor divided by factor, under
+                                  original_max_positions / high_freq_factor kept, a smooth
+                                  blend between */
+} ops_rope_scaling;
+
+typedef struct ops_rope_params {
+  uint32_t struct_size;
+  int32_t style;      /* ops_rope_style; default OPS_ROPE_NEOX */
+  float theta;        /* the base; default 10000; finite and > 0 */
+  int32_t rotary_dim; /* r: the leading dims of a head that rotate; 0 (default) means the head
+                         dim; else even and <= the head dim. Dims from r on pass through. */
+  int32_t scaling;    /* ops_rope_scaling; default OPS_ROPE_SCALING_NONE */
+  float factor;       /* LINEAR, LLAMA3: default 1; finite and > 0 */
+  float low_freq_factor;          /* LLAMA3: default 1; > 0 */
+  float high_freq_factor;         /* LLAMA3: default 4; > low_freq_factor */
+  int32_t original_max_positions; /* LLAMA3: default 8192; > 0 */
+  /* ops_rope: an optional second tensor rotated with the same positions (K beside Q, one
+   * launch), and its output; both set or both NULL. Must be NULL in
+   * ops_kv_cache_append_params.rope. */
+  const ops_tensor *k;
+  const ops_tensor *k_out;
+} ops_rope_params;
+
+OPS_API void ops_rope_params_init(ops_rope_params *params);
+
+/* Rotary embedding: for each token t, head h and pair (x1, x2) of frequency index i < r/2,
+ *   y1 = x1 cos(a) - x2 sin(a),  y2 = x2 cos(a) + x1 sin(a),  a = positions[t] * f_i,
+ *   f_i = theta^(-2i / r), rescaled as `scaling` says.
+ * Dims from r on are copied. The angle is exact (double) before its cosine and sine.
+ *   positions [T] or [B, S]      int32 or int64, any value (negative positions rotate back)
+ *   q         [T, H, D] or [B, S, H, D]  f32, f16 or bf16, any strides (q of a fused QKV
+ *                                buffer is a view)
+ *   q_out     q's shape and dtype; in place on q allowed
+ *   params->k, k_out: as q, q_out with their own head count, q's dtype and head dim. */
+OPS_API ops_status ops_rope(ops_handle handle, const ops_rope_params *params, const ops_tensor *positions,
+                            const ops_tensor *q, const ops_tensor *q_out, void *workspace,
+                            size_t workspace_bytes);
+
+OPS_API ops_status ops_rope_workspace_size(ops_handle handle, const ops_rope_params *params,
+                                           const ops_tensor *positions, const ops_tensor *q,
+                                           const ops_tensor *q_out, size_t *bytes);
+
+typedef struct ops_kv_cache_append_params {
+  uint32_t struct_size;
+  /* Optional: k is rotated as ops_rope with these settings on its way into the cache (k
+   * itself is not written); needs positions. */
+  const ops_rope_params *rope;
+  const ops_tensor *positions; /* with rope: int32 or int64 [T] */
+} ops_kv_cache_append_params;
+
+OPS_API void ops_kv_cache_append_params_init(ops_kv_cache_append_params *params);
+
+/* Writes T new tokens into a KV cache: token t goes to slot s = slot_mapping[t], row s %
+ * page_size of page s / page_size; a negative slot skips the token (-1 by convention).
+ *   k            [T, Hkv, D]     f32, f16 or bf16, any strides
+ *   v            [T, Hkv, Dv]    k's dtype
+ *   slot_mapping [T]             int32 or int64 on the handle's device
+ *   k_cache      [num_pages, page_size, Hkv, D]  output, k's dtype (a contiguous cache
+ *                                [B, capacity, Hkv, D] is the same with page_size = capacity)
+ *   v_cache      [num_pages, page_size, Hkv, Dv] output, k's dtype, as many pages of one size
+ * Slots past the cache: on a CPU handle OPS_ERR_INVALID_ARGUMENT (nothing written); the GPU
+ * kernels skip them. Two tokens naming one slot leave one of them there (which is unspecified).
+ * Only the named slots are written. */
+OPS_API ops_status ops_kv_cache_append(ops_handle handle, const ops_kv_cache_append_params *params,
+                                       const ops_tensor *k, const ops_tensor *v,
+                                       const ops_tensor *slot_mapping, const ops_tensor *k_cache,
+                                       const ops_tensor *v_cache, void *workspace, size_t workspace_bytes);
+
+OPS_API ops_status ops_kv_cache_append_workspace_size(ops_handle handle,
+                                                      const ops_kv_cache_append_params *params,
+                                                      const ops_tensor *k, const ops_tensor *v,
+                                                      const ops_tensor *slot_mapping,
+                                                      const ops_tensor *k_cache, const ops_tensor *v_cache,
+                                                      size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,34 @@ class SdpaParams(ctypes.Structure):
     ]
 
 
+class RopeParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("style", ctypes.c_int32),
+        ("theta", ctypes.c_float),
+        ("rotary_dim", ctypes.c_int32),
+        ("scaling", ctypes.c_int32),
+        ("factor", ctypes.c_float),
+        ("low_freq_factor", ctypes.c_float),
+        ("high_freq_factor", ctypes.c_float),
+        ("original_max_positions", ctypes.c_int32),
+        ("k", TensorP),
+        ("k_out", TensorP),
+    ]
+
+
+class KvCacheAppendParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("rope", ctypes.POINTER(RopeParams)),
+        ("positions", TensorP),
+    ]
+
+
+ROPE_STYLES = {"neox": 0, "gptj": 1}
+ROPE_SCALINGS = {None: 0, "none": 0, "linear": 1, "llama3": 2}
+
+
 class GemmParams(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -294,6 +322,8 @@ OPS = {
     "scale": (ScaleParams, 2),
     "dropout": (DropoutParams, 2),
     "reduce": (ReduceParams, 2),
+    "rope": (RopeParams, 3),
+    "kv_cache_append": (KvCacheAppendParams, 5),
 }
 
 

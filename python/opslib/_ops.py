@@ -3,6 +3,7 @@ export DLPack, allocates the outputs it is not given in the caller's framework, 
 framework's current CUDA stream (or stream=), and returns its outputs. With explain=True
 (through opslib.explain) the same arguments give an Explanation instead of running."""
 import builtins
+import ctypes
 
 from . import _capi
 from ._call import Call, params, ref
@@ -242,6 +243,58 @@ def dropout(x, p, *, seed, offset=0, out=None, **kw):
     return _done(c, c.run("dropout", prm, tx, ty), y)
 
 
+# ---- rotary embedding, the KV cache --------------------------------------------------------
+
+def _rope_settings(p, style, theta, rotary_dim, scaling, factor, low_freq_factor, high_freq_factor,
+                   original_max_positions):
+    p.style = _capi.ROPE_STYLES[style]
+    p.theta, p.rotary_dim = float(theta), int(rotary_dim)
+    p.scaling, p.factor = _capi.ROPE_SCALINGS[scaling], float(factor)
+    p.low_freq_factor, p.high_freq_factor = float(low_freq_factor), float(high_freq_factor)
+    p.original_max_positions = int(original_max_positions)
+
+
+def rope(positions, q, k=None, *, style="neox", theta=10000.0, rotary_dim=0, scaling=None, factor=1.0,
+         low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192, out=None, k_out=None,
+         **kw):
+    """Rotary embedding of q [T, H, D] or [B, S, H, D] (and k, same leading axes) at positions
+    (int32 / int64, [T] or [B, S]); style "neox" or "gptj", scaling None, "linear" or "llama3".
+    out=q (k_out=k) rotates in place. Returns q_out, or (q_out, k_out) with k."""
+    c = _ctx(kw)
+    tpos, tq, tk = c.tensor(positions), c.tensor(q), c.tensor(k)
+    p = params("rope")
+    _rope_settings(p, style, theta, rotary_dim, scaling, factor, low_freq_factor, high_freq_factor,
+                   original_max_positions)
+    tqo, qo = c.output(out, _shape(tq), tq.t.dtype)
+    tko = ko = None
+    if tk is not None:
+        tko, ko = c.output(k_out, _shape(tk), tk.t.dtype)
+    p.k, p.k_out = ref(tk), ref(tko)
+    r = c.run("rope", p, tpos, tq, tqo)
+    return _done(c, r, qo if tk is None else (qo, ko))
+
+
+def kv_cache_append(k, v, slot_mapping, k_cache, v_cache, *, positions=None, rope=None, **kw):
+    """Writes k [T, Hkv, D] and v [T, Hkv, Dv] into the caches [num_pages, page_size, Hkv, D]
+    at slot_mapping's slots (int32 / int64 [T]; < 0 skips a token). rope: a dict of ops.rope's
+    settings (or True for the defaults) rotates k on its way in, at positions. Returns the caches."""
+    c = _ctx(kw)
+    tk, tv, ts = c.tensor(k), c.tensor(v), c.tensor(slot_mapping)
+    tkc, tvc = c.tensor(k_cache), c.tensor(v_cache)
+    p = params("kv_cache_append")
+    rp = None
+    if rope is not None and rope is not False:
+        rp = params("rope")
+        settings = dict(style="neox", theta=10000.0, rotary_dim=0, scaling=None, factor=1.0, low_freq_factor=1.0,
+                        high_freq_factor=4.0, original_max_positions=8192)
+        settings.update({} if rope is True else rope)
+        _rope_settings(rp, **settings)
+        p.rope = ctypes.pointer(rp)
+    tpos = c.tensor(positions)
+    p.positions = ref(tpos)
+    return _done(c, c.run("kv_cache_append", p, tk, tv, ts, tkc, tvc), (k_cache, v_cache))
+
+
 # ---- reductions ----------------------------------------------------------------------------
 
 def reduce(x, op="sum", axes=None, *, keepdim=False, out=None, out_dtype=None, **kw):
@@ -282,4 +335,4 @@ def amin(x, axes=None, **kw):
 
 OPS = {f.__name__: f for f in (sdpa, gemm, layernorm, rmsnorm, layernorm_backward, rmsnorm_backward,
                                softmax, softmax_backward, sin_affine, unary, binary, scale, dropout,
-                               reduce)}
+                               reduce, rope, kv_cache_append)}

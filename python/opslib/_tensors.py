@@ -29,7 +29,9 @@ _VERSIONED_DLTENSOR_OFFSET = 8 + 8 + 8 + 8
 
 DTYPE_NAMES = {"f32": _capi.DTYPE_F32, "float32": _capi.DTYPE_F32,
                "f16": _capi.DTYPE_F16, "float16": _capi.DTYPE_F16,
-               "bf16": _capi.DTYPE_BF16, "bfloat16": _capi.DTYPE_BF16}
+               "bf16": _capi.DTYPE_BF16, "bfloat16": _capi.DTYPE_BF16,
+               "i32": _capi.DTYPE_I32, "int32": _capi.DTYPE_I32,
+               "i64": _capi.DTYPE_I64, "int64": _capi.DTYPE_I64}
 
 
 class TensorSpec:
@@ -52,7 +54,7 @@ def dtype_code(dtype):
         return dtype
     name = str(dtype).replace("torch.", "").replace("dtype(", "").strip("')\"")
     if name not in DTYPE_NAMES:
-        raise ValueError(f"opslib: dtype: expected f32, f16 or bf16, got {dtype!r}")
+        raise ValueError(f"opslib: dtype: expected f32, f16, bf16, i32 or i64, got {dtype!r}")
     return DTYPE_NAMES[name]
 
 

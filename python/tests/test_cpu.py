@@ -132,6 +132,57 @@ def test_sdpa_paged_kv_cache(rng):
         assert ref.rel_err(lse[i:i + 1], want_l) < 1e-4
 
 
+def _rope_ref(x, pos, theta, r, style):
+    x = x.astype(np.float64).copy()
+    f = theta ** (-np.arange(0, r, 2) / r)
+    a = pos.astype(np.float64)[..., None, None] * f  # [.., 1, r/2]
+    i1, i2 = (np.arange(0, r, 2), np.arange(1, r, 2)) if style == "gptj" else (np.arange(r // 2), np.arange(r // 2, r))
+    x1, x2 = x[..., i1].copy(), x[..., i2].copy()
+    x[..., i1], x[..., i2] = x1 * np.cos(a) - x2 * np.sin(a), x2 * np.cos(a) + x1 * np.sin(a)
+    return x
+
+
+def test_rope_q_and_k_partial_rotary(rng):
+    """NeoX and GPT-J pairs, a partial rotary dim, q and k in one call, in place on q."""
+    for style in ("neox", "gptj"):
+        pos = rng.integers(0, 100000, size=(2, 5)).astype(np.int64)
+        q, k = randn(rng, 2, 5, 4, 24), randn(rng, 2, 5, 2, 24)
+        want_q, want_k = _rope_ref(q, pos, 500000.0, 16, style), _rope_ref(k, pos, 500000.0, 16, style)
+        qo, ko = opslib.rope(pos, q, k, style=style, theta=500000.0, rotary_dim=16)
+        assert ref.rel_err(qo, want_q) < 1e-5 and ref.rel_err(ko, want_k) < 1e-5
+        opslib.rope(pos, q, style=style, theta=500000.0, rotary_dim=16, out=q)
+        assert ref.rel_err(q, want_q) < 1e-5
+
+
+def test_kv_cache_append_with_rope(rng):
+    """Tokens land in the slots named (pages in any order), -1 skips, k rotated on the way in."""
+    pages, page, h, d = 4, 4, 2, 8
+    kc, vc = np.zeros((pages, page, h, d), np.float32), np.zeros((pages, page, h, d), np.float32)
+    k, v = randn(rng, 6, h, d), randn(rng, 6, h, d)
+    slots = np.array([9, -1, 0, 15, 4, -1], np.int64)
+    pos = np.arange(6, dtype=np.int32) + 40
+    opslib.kv_cache_append(k, v, slots, kc, vc, positions=pos, rope={"style": "gptj"})
+    kr = _rope_ref(k[None], pos[None], 10000.0, d, "gptj")[0]
+    for t, s in enumerate(slots):
+        if s >= 0:
+            assert ref.rel_err(kc[s // page, s % page], kr[t]) < 1e-5
+            assert np.array_equal(vc[s // page, s % page], v[t])
+    assert np.count_nonzero(kc.reshape(pages * page, -1).any(axis=1)) == 4
+
+
+def test_rope_and_append_explained_for_an_h100():
+    """On a described sm_90 device: aligned unit-stride heads take the 16-byte kernels, a
+    strided head dim the any-stride ones, and a fused RoPE shows as a feature of the append."""
+    T, h = opslib.TensorSpec, opslib.Handle.virtual(90)
+    pos, q, k = T([4096], "i64", "cuda"), T([4096, 32, 128], "bf16", "cuda"), T([4096, 8, 128], "bf16", "cuda")
+    assert opslib.explain("rope", pos, q, k, handle=h).chosen == "cuda_rope_vec16"
+    qs = T([4096, 32, 128], "bf16", "cuda", strides=(8192, 256, 2))
+    assert opslib.explain("rope", pos, qs, handle=h).chosen == "cuda_rope_strided"
+    kc = T([512, 16, 8, 128], "bf16", "cuda")
+    e = opslib.explain("kv_cache_append", k, k, pos, kc, kc, positions=pos, rope=True, handle=h)
+    assert e.chosen == "cuda_kv_cache_append_vec16" and "[rope]" in e.problem
+
+
 def test_gemm_transposed_operand_bias_gelu(rng):
     m, n, k = int(rng.integers(1, 40)), int(rng.integers(1, 40)), int(rng.integers(1, 70))
     a = randn(rng, k, m).T                                      # transposed through strides

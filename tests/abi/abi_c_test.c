@@ -22,6 +22,8 @@ _Static_assert(sizeof(ops_sin_affine_params) == OPST_SIZEOF_SIN_AFFINE_PARAMS, "
 _Static_assert(sizeof(ops_unary_params) == OPST_SIZEOF_UNARY_PARAMS, "ops_unary_params");
 _Static_assert(sizeof(ops_binary_params) == OPST_SIZEOF_BINARY_PARAMS, "ops_binary_params");
 _Static_assert(sizeof(ops_reduce_params) == OPST_SIZEOF_REDUCE_PARAMS, "ops_reduce_params");
+_Static_assert(sizeof(ops_rope_params) == OPST_SIZEOF_ROPE_PARAMS, "ops_rope_params");
+_Static_assert(sizeof(ops_kv_cache_append_params) == OPST_SIZEOF_KV_CACHE_APPEND_PARAMS, "kv_cache_append params");
 
 static void version_matches_headers(void **state) {
   (void)state;
@@ -78,6 +80,10 @@ static void enum_values_are_stable(void **state) {
   assert_int_equal(OPS_DTYPE_FP8_E5M2, 8);
   assert_int_equal(OPS_OP_SDPA, 1);
   assert_int_equal(OPS_OP_REDUCE, 9);
+  assert_int_equal(OPS_OP_ROPE, 16);
+  assert_int_equal(OPS_OP_KV_CACHE_APPEND, 17);
+  assert_int_equal(OPS_ROPE_GPTJ, 1);
+  assert_int_equal(OPS_ROPE_SCALING_LLAMA3, 2);
   assert_int_equal(OPS_ACT_GELU_ERF, 3);
   assert_int_equal(OPS_ACT_SIN, 10);
   assert_int_equal(OPS_BINARY_MIN, 5);

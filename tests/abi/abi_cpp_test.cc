@@ -17,6 +17,8 @@ static_assert(sizeof(ops_sin_affine_params) == OPST_SIZEOF_SIN_AFFINE_PARAMS, "s
 static_assert(sizeof(ops_unary_params) == OPST_SIZEOF_UNARY_PARAMS, "ops_unary_params");
 static_assert(sizeof(ops_binary_params) == OPST_SIZEOF_BINARY_PARAMS, "ops_binary_params");
 static_assert(sizeof(ops_reduce_params) == OPST_SIZEOF_REDUCE_PARAMS, "ops_reduce_params");
+static_assert(sizeof(ops_rope_params) == OPST_SIZEOF_ROPE_PARAMS, "ops_rope_params");
+static_assert(sizeof(ops_kv_cache_append_params) == OPST_SIZEOF_KV_CACHE_APPEND_PARAMS, "kv_cache_append params");
 
 int main() {
   // Linking from C++ works: the declarations carry C linkage.

@@ -203,6 +203,8 @@ static void shipped_kernel_ids_never_change(void **state) {
       {107, "cuda_sdpa_sm90_d64_pair"}, {108, "cuda_sdpa_sm90_d128_pair"}, {209, "cpu_gemm_panel"},
       {109, "cuda_sdpa_split_d64_m16"}, {110, "cuda_sdpa_split_d64_m64"}, {111, "cuda_sdpa_split_d128_m16"},
       {112, "cuda_sdpa_split_d128_m64"}, {113, "cuda_sdpa_split_d256_m16"}, {114, "cuda_sdpa_split_d256_m64"},
+      {1600, "cpu_rope_ref"}, {1601, "cuda_rope_vec16"}, {1602, "cuda_rope_strided"},
+      {1700, "cpu_kv_cache_append_ref"}, {1701, "cuda_kv_cache_append_vec16"}, {1702, "cuda_kv_cache_append_strided"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

@@ -51,6 +51,11 @@ struct errs_fixture {
     ops_reduce_params reduce;
     ops_norm_backward_params norm_bwd;
     ops_dropout_params dropout;
+    ops_rope_params rope;
+    struct {
+      ops_kv_cache_append_params p; /* first: the call faults edit its struct_size */
+      ops_rope_params rope;
+    } append;
   } p;
   int op;   /* the fixture's own selector (which op of a family) */
   ops_status (*call)(errs_fixture *f);

@@ -20,6 +20,8 @@ void sdpa_wide_windows(void **state);
 void sdpa_kv_cache(void **state);
 void sdpa(void **state);
 void autotune_and_launch_plans(void **state);
+void rope(void **state);
+void rope_cache_append(void **state);
 
 /* A dense attention call (autotune's and launch plans' tests reuse it). */
 void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t dv, int layout);

@@ -101,6 +101,8 @@ int main(void) {
       cmocka_unit_test(sdpa_kv_cache),
       cmocka_unit_test(sdpa),
       cmocka_unit_test(autotune_and_launch_plans),
+      cmocka_unit_test(rope),
+      cmocka_unit_test(rope_cache_append),
       cmocka_unit_test(every_row_length_has_a_kernel),
       cmocka_unit_test(claimed_features_are_exercised),
   };

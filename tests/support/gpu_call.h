@@ -55,6 +55,8 @@ struct gcall {
   ops_dropout_params dropout;
   ops_gemm_params gemm;
   ops_sdpa_params sdpa;
+  ops_rope_params rope;
+  ops_kv_cache_append_params append;
   int has[MAXT]; /* optional operands present */
 };
 

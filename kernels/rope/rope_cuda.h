@@ -1,0 +1,19 @@
+/* CUDA launchers of ops_rope and ops_kv_cache_append (opsi_rope_args): the 16-byte vector
+ * kernel and the any-stride kernel (kernels/rope/rope_gpu.cuh). */
+#ifndef OPSLIB_KERNELS_ROPE_ROPE_CUDA_H_
+#define OPSLIB_KERNELS_ROPE_ROPE_CUDA_H_
+
+#include "core/launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+ops_status opsi_rope_cuda_vec16(const opsi_launch *ctx, const void *args);
+ops_status opsi_rope_cuda_strided(const opsi_launch *ctx, const void *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPSLIB_KERNELS_ROPE_ROPE_CUDA_H_ */

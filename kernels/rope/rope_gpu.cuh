@@ -1,0 +1,233 @@
+/*
+ * RoPE and the KV cache append on the GPU: one kernel for both ops. A block takes one token
+ * at a time (grid-stride over tokens): it reads the token's position (and its cache slot),
+ * forms the cosine and sine of every frequency once into shared memory, then its threads
+ * stream the token's heads, one work item each: V pairs (NeoX: V elements from each half;
+ * GPT-J: V interleaved elements) or V passed-through elements; the heads that only move (V, and
+ * K without RoPE, into the cache) go several items a thread, loads first. VEC = 16 / sizeof(T) loads
+ * and stores 16-byte vectors (unit-stride heads, aligned rows); VEC = 1 reads any strides,
+ * one pair or element an item.
+ */
+#ifndef OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_
+#define OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_
+
+#include <type_traits>
+
+#include "kernels/common/cuda_common.cuh"
+#include "kernels/rope/rope_args.h"
+
+namespace opsi {
+
+struct rope_gpu_stream {
+  const void *in;
+  void *out;
+  int64_t in_s[4], out_s[4]; /* strides of [B, S, H, D] (out: [pages, page_size, H, D]) */
+  int32_t heads, dim, rotate, to_slots;
+};
+
+struct rope_gpu_geom {
+  rope_gpu_stream s[2];
+  int32_t n_streams, style, rotary_dim, any_rotate;
+  int64_t batch, seq, page_size, capacity;
+  const void *positions;
+  int64_t pos_s[2];
+  const void *slots;
+  int64_t slot_s;
+  int32_t pos_i64, slot_i64;
+  double inv_freq[OPSI_ROPE_MAX_FREQS];
+};
+
+enum { ROPE_THREADS = 128, ROPE_BLOCKS_PER_SM = 16, ROPE_MIN_RESIDENT = 8 };
+
+__device__ __forceinline__ int64_t rope_index(const void *p, int64_t off, int i64) {
+  return i64 ? static_cast<const int64_t *>(p)[off] : (int64_t) static_cast<const int32_t *>(p)[off];
+}
+
+/* cos and sin of position * f: the angle in double, reduced to [-pi, pi] in double (exact
+ * enough for any int64 position of a real context), then the f32 functions. */
+__device__ __forceinline__ void rope_cos_sin(double position, double f, float *c, float *s) {
+  const double two_pi_hi = 6.283185307179586232, two_pi_lo = 2.4492935982947064e-16;
+  const double a = position * f;
+  const double k = rint(a * 0.15915494309189535);
+  const double r = fma(-k, two_pi_lo, fma(-k, two_pi_hi, a));
+  sincosf(static_cast<float>(r), s, c);
+}
+
+template <typename T, int VEC> struct rope_io {
+  static __device__ __forceinline__ void load(const T *p, int64_t stride, float (&x)[VEC]) {
+    if constexpr (VEC == 1) {
+      x[0] = to_f(p[0]);
+      (void)stride;
+    } else {
+      const vec16<T> v = load16(p);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) x[j] = to_f(v.v[j]);
+    }
+  }
+  static __device__ __forceinline__ void store(T *p, const float (&x)[VEC]) {
+    if constexpr (VEC == 1) {
+      p[0] = from_f<T>(x[0]);
+    } else {
+      vec16<T> v;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v.v[j] = from_f<T>(x[j]);
+      store16(p, v);
+    }
+  }
+};
+
+/* One token of one stream: its heads' pairs and passed-through dims, split over the block. */
+template <typename T, int VEC>
+__device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gpu_stream &st, const T *in, T *out,
+                                           const float *cs, const float *sn) {
+  using io = rope_io<T, VEC>;
+  const int64_t isd = st.in_s[3], osd = st.out_s[3];
+  const int rot = st.rotate ? g.rotary_dim : 0, half = rot / 2;
+  /* NeoX items: VEC pairs (VEC elements of each half); GPT-J: VEC elements, VEC / 2 pairs (a
+   * pair an item when VEC == 1). */
+  const int gptj = g.style == OPS_ROPE_GPTJ;
+  const int rot_items = gptj ? (VEC == 1 ? half : rot / VEC) : half / VEC;
+  const int pass_items = (st.dim - rot) / VEC;
+  const int items = rot_items + pass_items;
+  for (int w = threadIdx.x; w < st.heads * items; w += blockDim.x) {
+    const int h = w / items, k = w - h * items;
+    const T *ih = in + h * st.in_s[2];
+    T *oh = out + h * st.out_s[2];
+    if (k >= rot_items) {
+      const int d = rot + (k - rot_items) * VEC;
+      float x[VEC];
+      io::load(ih + d * isd, isd, x);
+      io::store(oh + d * osd, x);
+    } else if (!gptj) {
+      const int i = k * VEC;
+      float x1[VEC], x2[VEC], y1[VEC], y2[VEC];
+      io::load(ih + i * isd, isd, x1);
+      io::load(ih + (i + half) * isd, isd, x2);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        y1[j] = x1[j] * cs[i + j] - x2[j] * sn[i + j];
+        y2[j] = x2[j] * cs[i + j] + x1[j] * sn[i + j];
+      }
+      io::store(oh + i * osd, y1);
+      io::store(oh + (i + half) * osd, y2);
+    } else {
+      if constexpr (VEC == 1) {
+        float x1[1], x2[1], y1[1], y2[1];
+        io::load(ih + 2 * k * isd, isd, x1);
+        io::load(ih + (2 * k + 1) * isd, isd, x2);
+        y1[0] = x1[0] * cs[k] - x2[0] * sn[k];
+        y2[0] = x2[0] * cs[k] + x1[0] * sn[k];
+        io::store(oh + 2 * k * osd, y1);
+        io::store(oh + (2 * k + 1) * osd, y2);
+      } else {
+        const int d = k * VEC;
+        float x[VEC], y[VEC];
+        io::load(ih + d, 1, x);
+#pragma unroll
+        for (int j = 0; j < VEC; j += 2) {
+          const int i = d / 2 + j / 2;
+          y[j] = x[j] * cs[i] - x[j + 1] * sn[i];
+          y[j + 1] = x[j + 1] * cs[i] + x[j] * sn[i];
+        }
+        io::store(oh + d, y);
+      }
+    }
+  }
+}
+
+/* A stream of one token that is a plain copy (no rotation). */
+template <typename T> struct rope_copy {
+  const T *in;
+  T *out;
+  int64_t in_h, in_d, out_h, out_d; /* head and dim strides */
+  int per_head, items;              /* VEC-element items a head, and in all */
+};
+
+/* Up to two plain-copy streams of a token (a.items 0: none) as one index space of VEC-element
+ * items: each thread loads ROPE_COPY_UNROLL items before it stores any, so a token's K and V
+ * reads are in flight together. The data moves as raw 16-byte vectors (VEC > 1) or elements. */
+enum { ROPE_COPY_UNROLL = 2 };
+template <typename T, int VEC>
+__device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_copy<T> &b) {
+  using raw = typename std::conditional<VEC == 1, T, uint4>::type;
+  const int total = a.items + b.items;
+  for (int base = threadIdx.x; base < total; base += ROPE_COPY_UNROLL * blockDim.x) {
+    raw x[ROPE_COPY_UNROLL];
+    T *dst[ROPE_COPY_UNROLL];
+#pragma unroll
+    for (int u = 0; u < ROPE_COPY_UNROLL; ++u) {
+      const int w = base + u * blockDim.x;
+      dst[u] = nullptr;
+      if (w < total) {
+        const bool second = w >= a.items; /* selects, not a reference: the structs stay in registers */
+        const int local = second ? w - a.items : w, per_head = second ? b.per_head : a.per_head;
+        const int h = local / per_head, d = (local - h * per_head) * VEC;
+        const T *src = second ? b.in + h * b.in_h + d * b.in_d : a.in + h * a.in_h + d * a.in_d;
+        x[u] = __ldg(reinterpret_cast<const raw *>(src));
+        dst[u] = second ? b.out + h * b.out_h + d * b.out_d : a.out + h * a.out_h + d * a.out_d;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < ROPE_COPY_UNROLL; ++u) {
+      if (dst[u] != nullptr) *reinterpret_cast<raw *>(dst[u]) = x[u];
+    }
+  }
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(ROPE_THREADS, ROPE_MIN_RESIDENT) rope_kernel(const __grid_constant__ rope_gpu_geom g) {
+  __shared__ float cs[OPSI_ROPE_MAX_FREQS], sn[OPSI_ROPE_MAX_FREQS];
+  const int64_t tokens = g.batch * g.seq;
+  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+    const int64_t b = t / g.seq, s = t - b * g.seq;
+    int64_t slot = -1;
+    if (g.slots != nullptr) slot = rope_index(g.slots, t * g.slot_s, g.slot_i64);
+    if (g.any_rotate) {
+      const double position = static_cast<double>(rope_index(g.positions, b * g.pos_s[0] + s * g.pos_s[1], g.pos_i64));
+      __syncthreads(); /* the previous token's readers are done with cs, sn */
+      for (int i = threadIdx.x; i < g.rotary_dim / 2; i += blockDim.x) rope_cos_sin(position, g.inv_freq[i], &cs[i], &sn[i]);
+      __syncthreads();
+    }
+    rope_copy<T> c0 = {}, c1 = {};
+    int n_copies = 0;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (k >= g.n_streams) break;
+      const rope_gpu_stream &st = g.s[k];
+      int64_t out_off = b * st.out_s[0] + s * st.out_s[1];
+      if (st.to_slots) {
+        if (slot < 0 || slot >= g.capacity) continue;
+        const int64_t page = slot / g.page_size;
+        out_off = page * st.out_s[0] + (slot - page * g.page_size) * st.out_s[1];
+      }
+      const T *in = static_cast<const T *>(st.in) + b * st.in_s[0] + s * st.in_s[1];
+      T *out = static_cast<T *>(st.out) + out_off;
+      if (st.rotate) {
+        rope_token<T, VEC>(g, st, in, out, cs, sn);
+      } else {
+        const rope_copy<T> c = {in, out, st.in_s[2], st.in_s[3], st.out_s[2], st.out_s[3], st.dim / VEC,
+                                st.heads * (st.dim / VEC)};
+        if (n_copies++ == 0) c0 = c; else c1 = c;
+      }
+    }
+    if (n_copies > 0) copy_token<T, VEC>(c0, c1);
+  }
+}
+
+/* Launches the kernel (vec: the 16-byte form) over min(tokens, ROPE_BLOCKS_PER_SM blocks an SM). */
+template <typename T>
+void launch_rope(const rope_gpu_geom &g, int vec, cudaStream_t stream, int sm_count, int32_t *grid, int32_t *block) {
+  const int64_t tokens = g.batch * g.seq;
+  const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * ROPE_BLOCKS_PER_SM;
+  grid[0] = (int32_t)(tokens < cap ? tokens : cap);
+  block[0] = ROPE_THREADS;
+  if (vec) {
+    rope_kernel<T, 16 / sizeof(T)><<<grid[0], block[0], 0, stream>>>(g);
+  } else {
+    rope_kernel<T, 1><<<grid[0], block[0], 0, stream>>>(g);
+  }
+}
+
+}  // namespace opsi
+
+#endif /* OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_ */

@@ -33,7 +33,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 
 results="$logs/results.txt"
 : > "$results"
-for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo; do
+for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo "$here"/bin/examples_decode_loop; do
   name=$(basename "$t")
   wanted "$name" || continue
   "$t" > "$logs/$name.log" 2>&1

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Packs every test and benchmark binary (plus the demo), stripped, libopslib.so with the
+# Packs every test and benchmark binary (plus the examples), stripped, libopslib.so with the
 # Python binding and its tests, bench/compare.py, and the shared
 # libraries they need that a GPU host may lack (Debian's cmocka, Google Benchmark), into
 # one self-contained folder with a runner. The GPU host needs a driver, nothing else:
@@ -25,12 +25,12 @@ tools/setup.sh
 flags="--//tools/bazel:cuda_archs=$archs"
 tests=$(bazel query --noshow_progress 'kind("cc_test", //tests/...)' 2>/dev/null)
 benches=$(bazel query --noshow_progress 'kind("cc_binary", //bench/...)' 2>/dev/null || true)
-bazel build --noshow_progress $flags $tests $benches //examples:sdpa_demo //:libopslib.so
+bazel build --noshow_progress $flags $tests $benches //examples:sdpa_demo //examples:decode_loop //:libopslib.so
 bin=$(bazel info $flags bazel-bin 2>/dev/null)
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for label in $tests $benches //examples:sdpa_demo; do
+for label in $tests $benches //examples:sdpa_demo //examples:decode_loop; do
   path=$(echo "$label" | sed 's|^//||; s|:|/|')
   name=$(echo "$label" | sed 's|^//||; s|[/:]|_|g')
   cp "$bin/$path" "$out/bin/$name"

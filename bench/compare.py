@@ -365,6 +365,75 @@ def decode_cases(torch, opslib, compile_on, quick):
     return cases
 
 
+def cache_cases(torch, opslib, compile_on, quick):
+    """RoPE and the KV cache append, bf16 d128, GQA 32:8, NeoX: 16384-token batches (prefill)
+    and 64 tokens (one decode step of B64). PyTorch: the rotation as Hugging Face writes it (a
+    cos / sin table gathered at the positions, rotate_half), and the append as an indexed store
+    into the flattened pages. Bytes: every element read and written once, positions, slots."""
+    bf, d, hq, hkv, page = torch.bfloat16, 128, 32, 8, 16
+    cases = []
+
+    def comp(fn):
+        return torch.compile(fn, dynamic=False) if compile_on else None
+
+    def rotate(x, cos, sin):  # x [T, H, D]; cos, sin [T, 1, D]
+        h = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., h:], x[..., :h]), -1) * sin
+
+    for t in ((16384, 64) if not quick else (16384,)):
+        def mk(t=t):
+            inv = 10000.0 ** (-torch.arange(0, d, 2, device="cuda", dtype=torch.float64) / d)
+            ang = torch.arange(t + 4096, device="cuda", dtype=torch.float64)[:, None] * inv
+            tab = torch.cat((ang, ang), -1)
+            pages = (t + 4096) // page
+            st = {"pos": torch.randperm(t + 4096, device="cuda")[:t].to(torch.int64),
+                  "qkv": torch.randn(t, hq + 2 * hkv, d, device="cuda", dtype=bf),
+                  "cos": tab.cos().to(bf), "sin": tab.sin().to(bf),
+                  "kc": torch.zeros(pages, page, hkv, d, device="cuda", dtype=bf),
+                  "vc": torch.zeros(pages, page, hkv, d, device="cuda", dtype=bf),
+                  "kc_t": torch.zeros(pages, page, hkv, d, device="cuda", dtype=bf),
+                  "vc_t": torch.zeros(pages, page, hkv, d, device="cuda", dtype=bf)}
+            st["q"], st["k"], st["v"] = st["qkv"][:, :hq], st["qkv"][:, hq:hq + hkv], st["qkv"][:, hq + hkv:]
+            st["qo"], st["ko"] = torch.empty(t, hq, d, device="cuda", dtype=bf), torch.empty(t, hkv, d, device="cuda", dtype=bf)
+            st["slots"] = torch.randperm(pages * page, device="cuda")[:t].to(torch.int64)
+            return st
+
+        def rope_torch(st):
+            cos, sin = st["cos"][st["pos"]][:, None], st["sin"][st["pos"]][:, None]
+            return rotate(st["q"], cos, sin), rotate(st["k"], cos, sin)
+
+        def append_torch(st, rope=False):
+            k = st["k"]
+            if rope:
+                k = rotate(k, st["cos"][st["pos"]][:, None], st["sin"][st["pos"]][:, None])
+            st["kc_t"].view(-1, hkv, d)[st["slots"]] = k
+            st["vc_t"].view(-1, hkv, d)[st["slots"]] = st["v"]
+            return st["kc_t"]
+
+        def append_ops(st, rope=False):
+            opslib.kv_cache_append(st["k"], st["v"], st["slots"], st["kc"], st["vc"],
+                                   positions=st["pos"] if rope else None, rope=True if rope else None)
+            return st["kc"]
+
+        n_qk, n_kv = t * (hq + hkv) * d, 2 * t * hkv * d
+        fns = {"eager": rope_torch}
+        if compile_on:
+            fns["compile"] = comp(rope_torch)
+        cases.append(Case("cache", "rope", f"T{t} q+k", "bf16", 4 * n_qk + 8 * t, 6 * n_qk, mk,
+                          lambda st: opslib.rope(st["pos"], st["q"], st["k"], out=st["qo"], k_out=st["ko"]), fns))
+        cases.append(Case("cache", "rope", f"T{t} qkv in place", "bf16", 4 * n_qk + 8 * t, 6 * n_qk, mk,
+                          lambda st: opslib.rope(st["pos"], st["q"], st["k"], out=st["q"], k_out=st["k"]), fns,
+                          compare=False))
+        for rope in (False, True):
+            fns = {"eager": lambda st, rope=rope: append_torch(st, rope)}
+            if compile_on:
+                fns["compile"] = comp(lambda st, rope=rope: append_torch(st, rope))
+            cases.append(Case("cache", "kv_append", f"T{t} p16" + (" rope" if rope else ""), "bf16",
+                              4 * n_kv + 16 * t, 3 * n_kv if rope else 0, mk,
+                              lambda st, rope=rope: append_ops(st, rope), fns))
+    return cases
+
+
 # ---- running -----------------------------------------------------------------------------
 
 def run_case(torch, opslib, case, l2, iters, log):
@@ -412,7 +481,7 @@ def run_case(torch, opslib, case, l2, iters, log):
 def fmt_rate(row, us):
     if us is None:
         return "-"
-    if row["family"] in ("memory", "decode"):
+    if row["family"] in ("memory", "decode", "cache"):
         return f"{us:8.1f} us {row['bytes'] / us / 1e6:5.2f} TB/s"
     return f"{us:8.1f} us {row['flops'] / us / 1e6:6.1f} TF/s"
 
@@ -443,15 +512,15 @@ def plot(result, png):
     labels, ours, theirs = [], [], []
     for r in result["rows"]:
         a = r["flops"] / r["bytes"]
-        roof = min(peak, a * bw)
+        bound_us = max(r["flops"] / peak, r["bytes"] / bw) * 1e6  # the roofline's time (a copy has no flops)
         o = r.get("opslib", {})
-        if "us" in o:
+        if "us" in o and r["flops"] > 0:
             ax.plot(a, r["flops"] / o["us"] / 1e6, "o", color="tab:blue", ms=5)
-        if r.get("best_torch_us"):
+        if r.get("best_torch_us") and r["flops"] > 0:
             ax.plot(a, r["flops"] / r["best_torch_us"] / 1e6, "x", color="tab:red", ms=5)
         labels.append(f"{r['op']} {r['shape']}")
-        ours.append(100 * r["flops"] / o["us"] * 1e6 / roof if "us" in o else 0)
-        theirs.append(100 * r["flops"] / r["best_torch_us"] * 1e6 / roof if r.get("best_torch_us") else 0)
+        ours.append(100 * bound_us / o["us"] if "us" in o else 0)
+        theirs.append(100 * bound_us / r["best_torch_us"] if r.get("best_torch_us") else 0)
     ax.set_xlabel("arithmetic intensity (flop / minimal byte)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title("roofline: opslib (o) vs best PyTorch (x)")
@@ -511,7 +580,8 @@ def main():
           f"opslib {opslib.version()} from {opslib.library_path}")
     print(f"{'op':<15} {'shape':<17} {'opslib':<30} {'best PyTorch':<40} {'ratio':>6}  {'agree':<13} "
           f"host us/call (opslib/PyTorch)")
-    builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases, "decode": decode_cases}
+    builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases, "decode": decode_cases,
+                "cache": cache_cases}
     for fam in args.families.split(","):
         t0 = time.time()
         for case in builders[fam](torch, opslib, not args.no_compile, args.quick):

@@ -45,24 +45,33 @@
 #define OPSI_SDPA_SPLIT_COUNTS(X) \
   X(1) X(2) X(3) X(4) X(6) X(8) X(12) X(16) X(24) X(32) X(48) X(64) X(96) X(128)
 
-/* Parts each sequence's keys are split into: as many as fill one wave of the device's block
- * slots (sm_count * per_sm) over `units` blocks without a split (batch x KV heads x row tiles),
- * the largest listed count not above that, with at least MIN_TILES of the key_tiles each. */
+/* Parts each sequence's keys are split into, from the listed counts with at least MIN_TILES of
+ * the key_tiles each: the fewest parts whose blocks (units x parts: batch x KV heads x row tiles
+ * x parts) fill the waves of the device's block slots (sm_count * per_sm) to within a fraction
+ * OPSI_SDPA_SPLIT_WAVE_SLACK of the best count's fill (512 blocks on 396 slots take two waves,
+ * 65% full; in three parts, four waves 97% full). */
+#define OPSI_SDPA_SPLIT_WAVE_SLACK 0.05
+static inline double opsi_sdpa_split_fill(int64_t blocks, int64_t slots) {
+  return (double)blocks / (double)(((blocks + slots - 1) / slots) * slots);
+}
 static inline int32_t opsi_sdpa_split_count(int64_t units, int64_t key_tiles, int64_t sm_count, int32_t per_sm) {
   static const int32_t counts[] = {
 #define OPSI_SDPA_SPLIT_ENTRY(N) N,
       OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_ENTRY)
 #undef OPSI_SDPA_SPLIT_ENTRY
   };
-  if (units <= 0 || sm_count <= 0) return 1;
-  int64_t want = sm_count * per_sm / units;
-  const int64_t most = key_tiles / OPSI_SDPA_SPLIT_MIN_TILES;
-  if (want > most) want = most;
-  int32_t s = 1;
+  const int64_t slots = sm_count * per_sm, most = key_tiles / OPSI_SDPA_SPLIT_MIN_TILES;
+  if (units <= 0 || slots <= 0) return 1;
+  double best = 0.0;
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
-    if (counts[i] <= want) s = counts[i];
+    if (counts[i] > 1 && counts[i] > most) break;
+    const double f = opsi_sdpa_split_fill(units * counts[i], slots);
+    if (f > best) best = f;
   }
-  return s;
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
+    if (opsi_sdpa_split_fill(units * counts[i], slots) >= best * (1.0 - OPSI_SDPA_SPLIT_WAVE_SLACK)) return counts[i];
+  }
+  return 1;
 }
 
 /* Row tiles of a call: its packed rows (seqlen_q query rows x `group` query heads a KV head)

@@ -148,8 +148,9 @@ static const char *chosen_name(const ops_explain *e) { return e->chosen >= 0 ? e
  * operands' layout, the shape and the SM, and explain names the layout flags and why each
  * kernel was refused. */
 /* Decode against a paged KV cache (B8, 32768 keys, GQA 32:8, d128): only the split-KV rows
- * take a cache; explain names the feature, the part count the device's SMs give (sm_90: 132
- * SMs x 3 blocks over 64 blocks -> 6 parts; sm_80: 108 x 3 -> 4), the memory efficiency
+ * take a cache; explain names the feature, the part count the device's SMs give (64 blocks
+ * unsplit; sm_90: 6 parts fill one wave of 132 x 3 slots 97%; sm_80: 4 would fill 108 x 3
+ * slots 79%, 24 fill five waves 95%), the memory efficiency
  * beside the math one, and sizes the parts' workspace. */
 static void decode_against_a_paged_cache(void **state) {
   (void)state;
@@ -170,11 +171,11 @@ static void decode_against_a_paged_cache(void **state) {
     assert_int_equal(verdict_of(&e, "cuda_sdpa_mma_d128")->reason, OPS_REASON_FEATURE);
     check_renderings(&e, (const char *const[]){"[gqa, kv_cache, paged]", "does not support: kv_cache, paged",
                                                sm == 90 ? "plan: keys split in 6 parts + combine"
-                                                        : "plan: keys split in 4 parts + combine",
+                                                        : "plan: keys split in 24 parts + combine",
                                                "row efficiency 0.25 (memory 0.85)", NULL});
     size_t ws = 0;
     OPST_OK(ops_sdpa_workspace_size(v, &p, &q, &k, &k, &q, NULL, &ws));
-    const size_t parts = sm == 90 ? 6 : 4, rows = 8 * 32; /* tokens_q x heads_q */
+    const size_t parts = sm == 90 ? 6 : 24, rows = 8 * 32; /* tokens_q x heads_q */
     assert_int_equal(ws, parts * rows * 4 + parts * rows * 128 * 4); /* LSE, then O (16-byte multiple) */
     ops_handle_destroy(v);
   }

@@ -15,7 +15,7 @@ extern template void opsi::launch_rope<__nv_bfloat16>(const opsi::rope_gpu_geom 
 
 namespace {
 
-ops_status run(const opsi_launch *ctx, const void *argp, int vec) {
+ops_status run(const opsi_launch *ctx, const void *argp, int vec, int warp_tokens) {
   const opsi_rope_args *a = static_cast<const opsi_rope_args *>(argp);
   opsi::rope_gpu_geom g;
   memset(&g, 0, sizeof g);
@@ -51,6 +51,7 @@ ops_status run(const opsi_launch *ctx, const void *argp, int vec) {
     g.slot_i64 = a->slots.dtype == OPS_DTYPE_I64;
   }
   memcpy(g.inv_freq, a->inv_freq, sizeof g.inv_freq);
+  g.warp_tokens = warp_tokens;
   int32_t *grid = ctx->info->grid, *block = ctx->info->block;
   grid[1] = grid[2] = block[1] = block[2] = 1;
   OPSI_DISPATCH_FLOAT(a->s[0].in.dtype, T,
@@ -60,5 +61,11 @@ ops_status run(const opsi_launch *ctx, const void *argp, int vec) {
 
 }  // namespace
 
-extern "C" ops_status opsi_rope_cuda_vec16(const opsi_launch *ctx, const void *args) { return run(ctx, args, 1); }
-extern "C" ops_status opsi_rope_cuda_strided(const opsi_launch *ctx, const void *args) { return run(ctx, args, 0); }
+extern "C" ops_status opsi_rope_cuda_vec16(const opsi_launch *ctx, const void *args) { return run(ctx, args, 1, 0); }
+extern "C" ops_status opsi_rope_cuda_strided(const opsi_launch *ctx, const void *args) { return run(ctx, args, 0, 0); }
+extern "C" ops_status opsi_kv_cache_append_cuda_vec16(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, 1, 1);
+}
+extern "C" ops_status opsi_kv_cache_append_cuda_strided(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, 0, 1);
+}

@@ -1,6 +1,7 @@
 /*
- * RoPE and the KV cache append on the GPU: one kernel for both ops. A block takes one token
- * at a time (grid-stride over tokens): it reads the token's position (and its cache slot),
+ * RoPE and the KV cache append on the GPU: one kernel for both ops. A block (rope) or a warp
+ * (the append, whose tokens are a few KB) takes one token at a time (grid-stride over tokens):
+ * it reads the token's position (and its cache slot),
  * forms the cosine and sine of every frequency once into shared memory, then its threads
  * stream the token's heads, one work item each: V pairs (NeoX: V elements from each half;
  * GPT-J: V interleaved elements) or V passed-through elements; the heads that only move (V, and
@@ -34,6 +35,7 @@ struct rope_gpu_geom {
   const void *slots;
   int64_t slot_s;
   int32_t pos_i64, slot_i64;
+  int32_t warp_tokens; /* 1: a warp a token (ROPE_THREADS / 32 tokens a block at a time); 0: a block a token */
   double inv_freq[OPSI_ROPE_MAX_FREQS];
 };
 
@@ -79,7 +81,7 @@ template <typename T, int VEC> struct rope_io {
 /* One token of one stream: its heads' pairs and passed-through dims, split over the block. */
 template <typename T, int VEC>
 __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gpu_stream &st, const T *in, T *out,
-                                           const float *cs, const float *sn) {
+                                           const float *cs, const float *sn, int tid, int nthr) {
   using io = rope_io<T, VEC>;
   const int64_t isd = st.in_s[3], osd = st.out_s[3];
   const int rot = st.rotate ? g.rotary_dim : 0, half = rot / 2;
@@ -89,7 +91,7 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
   const int rot_items = gptj ? (VEC == 1 ? half : rot / VEC) : half / VEC;
   const int pass_items = (st.dim - rot) / VEC;
   const int items = rot_items + pass_items;
-  for (int w = threadIdx.x; w < st.heads * items; w += blockDim.x) {
+  for (int w = tid; w < st.heads * items; w += nthr) {
     const int h = w / items, k = w - h * items;
     const T *ih = in + h * st.in_s[2];
     T *oh = out + h * st.out_s[2];
@@ -148,15 +150,15 @@ template <typename T> struct rope_copy {
  * reads are in flight together. The data moves as raw 16-byte vectors (VEC > 1) or elements. */
 enum { ROPE_COPY_UNROLL = 2 };
 template <typename T, int VEC>
-__device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_copy<T> &b) {
+__device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_copy<T> &b, int tid, int nthr) {
   using raw = typename std::conditional<VEC == 1, T, uint4>::type;
   const int total = a.items + b.items;
-  for (int base = threadIdx.x; base < total; base += ROPE_COPY_UNROLL * blockDim.x) {
+  for (int base = tid; base < total; base += ROPE_COPY_UNROLL * nthr) {
     raw x[ROPE_COPY_UNROLL];
     T *dst[ROPE_COPY_UNROLL];
 #pragma unroll
     for (int u = 0; u < ROPE_COPY_UNROLL; ++u) {
-      const int w = base + u * blockDim.x;
+      const int w = base + u * nthr;
       dst[u] = nullptr;
       if (w < total) {
         const bool second = w >= a.items; /* selects, not a reference: the structs stay in registers */
@@ -174,19 +176,25 @@ __device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_cop
   }
 }
 
-template <typename T, int VEC>
+/* WARP: a warp a token (its own cos / sin rows, warp barriers), for the ops whose tokens are
+ * small (the cache append: a few KB a token), so that a block has several tokens in flight. */
+template <typename T, int VEC, bool WARP>
 __global__ void __launch_bounds__(ROPE_THREADS, ROPE_MIN_RESIDENT) rope_kernel(const __grid_constant__ rope_gpu_geom g) {
-  __shared__ float cs[OPSI_ROPE_MAX_FREQS], sn[OPSI_ROPE_MAX_FREQS];
+  constexpr int TOKENS = WARP ? ROPE_THREADS / 32 : 1; /* tokens a block works on at once */
+  __shared__ float cs_all[TOKENS][OPSI_ROPE_MAX_FREQS], sn_all[TOKENS][OPSI_ROPE_MAX_FREQS];
+  const int sub = WARP ? threadIdx.x / 32 : 0, tid = WARP ? threadIdx.x % 32 : threadIdx.x;
+  const int nthr = WARP ? 32 : blockDim.x;
+  float *cs = cs_all[sub], *sn = sn_all[sub];
   const int64_t tokens = g.batch * g.seq;
-  for (int64_t t = blockIdx.x; t < tokens; t += gridDim.x) {
+  for (int64_t t = (int64_t)blockIdx.x * TOKENS + sub; t < tokens; t += (int64_t)gridDim.x * TOKENS) {
     const int64_t b = t / g.seq, s = t - b * g.seq;
     int64_t slot = -1;
     if (g.slots != nullptr) slot = rope_index(g.slots, t * g.slot_s, g.slot_i64);
     if (g.any_rotate) {
       const double position = static_cast<double>(rope_index(g.positions, b * g.pos_s[0] + s * g.pos_s[1], g.pos_i64));
-      __syncthreads(); /* the previous token's readers are done with cs, sn */
-      for (int i = threadIdx.x; i < g.rotary_dim / 2; i += blockDim.x) rope_cos_sin(position, g.inv_freq[i], &cs[i], &sn[i]);
-      __syncthreads();
+      if constexpr (WARP) __syncwarp(); else __syncthreads(); /* the previous token's readers are done */
+      for (int i = tid; i < g.rotary_dim / 2; i += nthr) rope_cos_sin(position, g.inv_freq[i], &cs[i], &sn[i]);
+      if constexpr (WARP) __syncwarp(); else __syncthreads();
     }
     rope_copy<T> c0 = {}, c1 = {};
     int n_copies = 0;
@@ -203,28 +211,32 @@ __global__ void __launch_bounds__(ROPE_THREADS, ROPE_MIN_RESIDENT) rope_kernel(c
       const T *in = static_cast<const T *>(st.in) + b * st.in_s[0] + s * st.in_s[1];
       T *out = static_cast<T *>(st.out) + out_off;
       if (st.rotate) {
-        rope_token<T, VEC>(g, st, in, out, cs, sn);
+        rope_token<T, VEC>(g, st, in, out, cs, sn, tid, nthr);
       } else {
         const rope_copy<T> c = {in, out, st.in_s[2], st.in_s[3], st.out_s[2], st.out_s[3], st.dim / VEC,
                                 st.heads * (st.dim / VEC)};
         if (n_copies++ == 0) c0 = c; else c1 = c;
       }
     }
-    if (n_copies > 0) copy_token<T, VEC>(c0, c1);
+    if (n_copies > 0) copy_token<T, VEC>(c0, c1, tid, nthr);
   }
 }
 
-/* Launches the kernel (vec: the 16-byte form) over min(tokens, ROPE_BLOCKS_PER_SM blocks an SM). */
+/* Launches the kernel (vec: the 16-byte form; g.warp_tokens: a warp a token) over at most
+ * ROPE_BLOCKS_PER_SM blocks an SM. */
 template <typename T>
 void launch_rope(const rope_gpu_geom &g, int vec, cudaStream_t stream, int sm_count, int32_t *grid, int32_t *block) {
-  const int64_t tokens = g.batch * g.seq;
+  const int64_t per_block = g.warp_tokens ? ROPE_THREADS / 32 : 1;
+  const int64_t want = (g.batch * g.seq + per_block - 1) / per_block;
   const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * ROPE_BLOCKS_PER_SM;
-  grid[0] = (int32_t)(tokens < cap ? tokens : cap);
+  grid[0] = (int32_t)(want < cap ? want : cap);
   block[0] = ROPE_THREADS;
-  if (vec) {
-    rope_kernel<T, 16 / sizeof(T)><<<grid[0], block[0], 0, stream>>>(g);
+  if (g.warp_tokens) {
+    if (vec) rope_kernel<T, 16 / sizeof(T), true><<<grid[0], block[0], 0, stream>>>(g);
+    else rope_kernel<T, 1, true><<<grid[0], block[0], 0, stream>>>(g);
   } else {
-    rope_kernel<T, 1><<<grid[0], block[0], 0, stream>>>(g);
+    if (vec) rope_kernel<T, 16 / sizeof(T), false><<<grid[0], block[0], 0, stream>>>(g);
+    else rope_kernel<T, 1, false><<<grid[0], block[0], 0, stream>>>(g);
   }
 }
 

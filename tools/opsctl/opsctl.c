@@ -33,13 +33,15 @@ static const char *const k_usage =
     "      scale, sin_affine:  --x SHAPE       reduce: --x SHAPE [--axes 0,2] [--keepdim] [--op sum|mean|max|min]\n"
     "      dropout, softmax_backward:  --x SHAPE\n"
     "      layernorm_backward, rmsnorm_backward:  --x ...,N [--dweight] [--dbias]\n"
+    "      rope:       --q [B,]T,H,D [--k [B,]T,Hk,D] [--rotary R] [--gptj]   (int64 positions)\n"
+    "      kv_cache_append:  --k T,Hkv,D [--dv Dv] --pages PAGES,PAGE_SIZE [--rope]\n"
     "  opsctl fuse NODE,NODE,... [--sm SM | --cpu] [--dtype DT] [--m M] [--n N] [--k K] [--json]\n"
     "      nodes: gemm bias add sub mul div max min scale mask softmax rmsnorm layernorm and\n"
     "             the functions relu gelu gelu_tanh gelu_erf silu sigmoid tanh exp neg abs sin\n"
     "  opsctl tune-cache FILE          the measured choices a tune cache file holds\n"
     "  opsctl version\n"
     "OP: sdpa gemm layernorm rmsnorm softmax sin_affine unary binary reduce scale dropout\n"
-    "    layernorm_backward rmsnorm_backward softmax_backward\n"
+    "    layernorm_backward rmsnorm_backward softmax_backward rope kv_cache_append\n"
     "DT: f32 f16 bf16 (default bf16); SM: e.g. 80, 89, 90 (a described device); default --cpu\n";
 
 static int usage_error(const char *fmt, ...) {
@@ -73,7 +75,8 @@ static option k_options[] = {
     {"--a", "", 0, 1},        {"--b", "", 0, 1},         {"--bias", "", 0, 0},     {"--act", "", 0, 1},
     {"--residual", "", 0, 0}, {"--x", "", 0, 1},         {"--fn", "", 0, 1},       {"--axes", "", 0, 1},
     {"--keepdim", "", 0, 0},  {"--m", "", 0, 1},         {"--n", "", 0, 1},        {"--batch", "", 0, 1},
-    {"--dweight", "", 0, 0},  {"--dbias", "", 0, 0},    {"--tune-cache", "", 0, 1},
+    {"--dweight", "", 0, 0},  {"--dbias", "", 0, 0},    {"--tune-cache", "", 0, 1}, {"--rotary", "", 0, 1},
+    {"--gptj", "", 0, 0},     {"--pages", "", 0, 1},     {"--rope", "", 0, 0},
 };
 #define N_OPTIONS ((int)(sizeof k_options / sizeof k_options[0]))
 
@@ -358,6 +361,8 @@ typedef struct explain_call {
   ops_dropout_params dropout;
   ops_norm_backward_params norm_bwd;
   ops_reduce_params reduce;
+  ops_rope_params rope;
+  ops_kv_cache_append_params append;
 } explain_call;
 
 static int parse_sdpa(const char *op_name, int dt, ops_device dev, explain_call *c) {
@@ -509,6 +514,51 @@ static int parse_reduce(const char *op_name, int dt, ops_device dev, explain_cal
   return 0;
 }
 
+/* rope: t[0] positions (int64, q's leading axes), t[1] q = t[2] q_out, t[3] k = t[4] k_out */
+static int parse_rope(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t dq[8], dk[8];
+  if ((rc = need("--q", op_name))) return rc;
+  const int nq = parse_dims("--q", dq, 4);
+  if (nq < 0) return 2;
+  if (nq < 3) return usage_error("--q: expected [B,]T,H,D");
+  c->t[0] = desc(OPS_DTYPE_I64, dev, nq - 2, dq);
+  c->t[1] = c->t[2] = desc(dt, dev, nq, dq);
+  ops_rope_params_init(&c->rope);
+  if (has("--k")) {
+    const int nk = parse_dims("--k", dk, 4);
+    if (nk < 0) return 2;
+    c->t[3] = c->t[4] = desc(dt, dev, nk, dk);
+    c->rope.k = &c->t[3], c->rope.k_out = &c->t[4];
+  }
+  if (has("--rotary") && (c->rope.rotary_dim = (int32_t)parse_int("--rotary", 0)) < 0) {
+    return usage_error("--rotary: expected a non-negative integer");
+  }
+  if (has("--gptj")) c->rope.style = OPS_ROPE_GPTJ;
+  return 0;
+}
+
+/* kv_cache_append: t[0] k, t[1] v, t[2] slot_mapping (int64), t[3] k_cache, t[4] v_cache,
+ * t[5] positions */
+static int parse_append(const char *op_name, int dt, ops_device dev, explain_call *c) {
+  int rc;
+  int64_t dk[8], pg[2];
+  if ((rc = need("--k", op_name)) || (rc = need("--pages", op_name))) return rc;
+  const int nk = parse_dims("--k", dk, 3);
+  if (nk < 0) return 2;
+  if (nk != 3) return usage_error("--k: expected T,Hkv,D");
+  if (parse_dims("--pages", pg, 2) != 2) return usage_error("--pages: expected PAGES,PAGE_SIZE");
+  const int64_t dv = has("--dv") ? parse_int("--dv", dk[2]) : dk[2];
+  const int64_t vs[3] = {dk[0], dk[1], dv}, kcs[4] = {pg[0], pg[1], dk[1], dk[2]}, vcs[4] = {pg[0], pg[1], dk[1], dv};
+  c->t[0] = desc(dt, dev, 3, dk), c->t[1] = desc(dt, dev, 3, vs), c->t[2] = desc(OPS_DTYPE_I64, dev, 1, dk);
+  c->t[3] = desc(dt, dev, 4, kcs), c->t[4] = desc(dt, dev, 4, vcs), c->t[5] = desc(OPS_DTYPE_I64, dev, 1, dk);
+  ops_kv_cache_append_params_init(&c->append);
+  ops_rope_params_init(&c->rope);
+  if (has("--rope")) c->append.rope = &c->rope, c->append.positions = &c->t[5];
+  if (has("--gptj")) c->rope.style = OPS_ROPE_GPTJ;
+  return 0;
+}
+
 /* The command line of `explain OP` into c; 0, or the exit code of a usage error. */
 static int parse_explain_call(const char *op_name, int dt, ops_device dev, explain_call *c) {
   memset(c, 0, sizeof *c);
@@ -518,6 +568,8 @@ static int parse_explain_call(const char *op_name, int dt, ops_device dev, expla
     case OPS_OP_GEMM: return parse_gemm(op_name, dt, dev, c);
     case OPS_OP_BINARY: return parse_binary(op_name, dt, dev, c);
     case OPS_OP_REDUCE: return parse_reduce(op_name, dt, dev, c);
+    case OPS_OP_ROPE: return parse_rope(op_name, dt, dev, c);
+    case OPS_OP_KV_CACHE_APPEND: return parse_append(op_name, dt, dev, c);
     case OPS_OP_LAYERNORM:
     case OPS_OP_RMSNORM:
     case OPS_OP_SOFTMAX:
@@ -552,6 +604,8 @@ static ops_status explain_call_run(ops_handle h, explain_call *c, ops_explain *e
     case OPS_OP_RMSNORM_BACKWARD:
       return ops_rmsnorm_backward_explain(h, &c->norm_bwd, &t[0], &t[1], &t[3], &t[4], &t[2], e);
     case OPS_OP_REDUCE: return ops_reduce_explain(h, &c->reduce, &t[0], &t[1], e);
+    case OPS_OP_ROPE: return ops_rope_explain(h, &c->rope, &t[0], &t[1], &t[2], e);
+    case OPS_OP_KV_CACHE_APPEND: return ops_kv_cache_append_explain(h, &c->append, &t[0], &t[1], &t[2], &t[3], &t[4], e);
     default: return OPS_ERR_INVALID_ARGUMENT;
   }
 }

@@ -46,6 +46,13 @@ void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t) {
   }
 }
 
+void opsi_problem_add_row_layout(opsi_problem *p, const ops_tensor *t) {
+  if (t == NULL) return;
+  opsi_problem_add_align(p, t);
+  const int last = t->ndim - 1;
+  if (last >= 0 && t->shape[last] > 1 && t->strides[last] != 1) p->flags |= OPSI_F_STRIDED;
+}
+
 void opsi_problem_add_base_align(opsi_problem *p, const ops_tensor *t) {
   if (t == NULL || ops_tensor_numel(t) == 0) return;
   const uint64_t bits = (uint64_t)(uintptr_t)t->data | 16u;

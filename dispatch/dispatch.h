@@ -22,6 +22,10 @@ void opsi_problem_init(opsi_problem *p, int32_t op, ops_handle handle);
  * start, for ops that work row by row. */
 void opsi_problem_add_align(opsi_problem *p, const ops_tensor *t);
 
+/* opsi_problem_add_align for an op that works a unit-stride row at a time (norms, softmax,
+ * rope, the cache append), and OPSI_F_STRIDED when t's last axis is not unit-stride. */
+void opsi_problem_add_row_layout(opsi_problem *p, const ops_tensor *t);
+
 /* Lowers p->align to the alignment of t's data address alone, for ops that see a
  * contiguous tensor as one flat run of elements (elementwise, dropout). */
 void opsi_problem_add_base_align(opsi_problem *p, const ops_tensor *t);

@@ -111,13 +111,6 @@ static ops_tensor with_batch(const ops_tensor *t) {
   return r;
 }
 
-static void note_layout(opsi_problem *pr, const ops_tensor *t) {
-  if (t == NULL) return;
-  opsi_problem_add_align(pr, t);
-  const int last = t->ndim - 1;
-  if (t->shape[last] > 1 && t->strides[last] != 1) pr->flags |= OPSI_F_STRIDED;
-}
-
 /* An int32 / int64 index tensor of the given leading shape. */
 static ops_status check_index(const opsi_vctx *v, const char *arg, const ops_tensor *t, int ndim,
                               const int64_t *shape, const char *what) {
@@ -191,8 +184,8 @@ static ops_status rope_entry(const opsi_vctx *vc, const ops_rope_params *params,
   pr.dims[OPSI_ROPE_D] = head_dim;
   pr.dims[OPSI_ROPE_ROTARY] = rotary;
   for (int s = 0; s < a.n_streams; ++s) {
-    note_layout(&pr, in[s]);
-    note_layout(&pr, out[s]);
+    opsi_problem_add_row_layout(&pr, in[s]);
+    opsi_problem_add_row_layout(&pr, out[s]);
   }
   return opsi_finish(vc, &pr, &a, nq == 0 && nk == 0, workspace, workspace_bytes);
 }
@@ -324,10 +317,10 @@ static ops_status append_entry(const opsi_vctx *vc, const ops_kv_cache_append_pa
   pr.dims[OPSI_ROPE_HEADS_V] = val->shape[1];
   pr.dims[OPSI_ROPE_DV] = val->shape[2];
   if (p.rope != NULL) pr.flags |= OPSI_F_ROPE;
-  note_layout(&pr, k);
-  note_layout(&pr, val);
-  note_layout(&pr, k_cache);
-  note_layout(&pr, v_cache);
+  opsi_problem_add_row_layout(&pr, k);
+  opsi_problem_add_row_layout(&pr, val);
+  opsi_problem_add_row_layout(&pr, k_cache);
+  opsi_problem_add_row_layout(&pr, v_cache);
   return opsi_finish(vc, &pr, &a, nk == 0 && nv == 0, workspace, workspace_bytes);
 }
 

@@ -62,14 +62,6 @@ static ops_status rows_common(const opsi_vctx *v, const char *xn, const ops_tens
   return OPS_OK;
 }
 
-/* Rows must be unit-stride for the fast kernels; note when one is not. */
-static void note_row_layout(opsi_problem *pr, const ops_tensor *t) {
-  if (t == NULL) return;
-  opsi_problem_add_align(pr, t);
-  const int last = t->ndim - 1;
-  if (last >= 0 && t->shape[last] > 1 && t->strides[last] != 1) pr->flags |= OPSI_F_STRIDED;
-}
-
 /* An optional tensor with exactly x's shape and dtype (residual, residual_out). */
 static ops_status like_x(const opsi_vctx *v, const char *arg, const ops_tensor *t, const ops_tensor *x,
                          int64_t *n) {
@@ -146,7 +138,7 @@ static ops_status norm_prepare(const opsi_vctx *v, int rms, const ops_norm_param
   if (a->has_residual_out) pr->flags |= OPSI_F_RESIDUAL_OUT;
   if (a->has_mean_out || a->has_rstd_out) pr->flags |= OPSI_F_STATS_OUT;
   const ops_tensor *rows[] = {x, y, w, p.bias, p.residual, p.residual_out};
-  for (size_t i = 0; i < 6; ++i) note_row_layout(pr, rows[i]);
+  for (size_t i = 0; i < 6; ++i) opsi_problem_add_row_layout(pr, rows[i]);
   *empty = ny == 0 && nres == 0 && nmean == 0 && nrstd == 0;
   return OPS_OK;
 }
@@ -166,8 +158,8 @@ static ops_status softmax_prepare(const opsi_vctx *v, const ops_softmax_params *
   const opsi_operand operands[] = {{"x", x, 0, {NULL, NULL}}, {"y", y, 1, {x, NULL}}};
   OPSI_TRY(opsi_check_aliasing(v, operands, 2));
   a->scale = p.scale;
-  note_row_layout(pr, x);
-  note_row_layout(pr, y);
+  opsi_problem_add_row_layout(pr, x);
+  opsi_problem_add_row_layout(pr, y);
   *empty = ny == 0;
   return OPS_OK;
 }
@@ -186,9 +178,9 @@ static ops_status backward_common(const opsi_vctx *v, const char *fwd_name, cons
   a->backward = 1;
   a->dy = *dy;
   a->x = *fwd;
-  note_row_layout(pr, dy);
-  note_row_layout(pr, fwd);
-  note_row_layout(pr, dx);
+  opsi_problem_add_row_layout(pr, dy);
+  opsi_problem_add_row_layout(pr, fwd);
+  opsi_problem_add_row_layout(pr, dx);
   return OPS_OK;
 }
 

@@ -1,13 +1,12 @@
 /*
  * RoPE and the KV cache append on the GPU: one kernel for both ops. A block (rope) or a warp
  * (the append, whose tokens are a few KB) takes one token at a time (grid-stride over tokens):
- * it reads the token's position (and its cache slot),
- * forms the cosine and sine of every frequency once into shared memory, then its threads
- * stream the token's heads, one work item each: V pairs (NeoX: V elements from each half;
- * GPT-J: V interleaved elements) or V passed-through elements; the heads that only move (V, and
- * K without RoPE, into the cache) go several items a thread, loads first. VEC = 16 / sizeof(T) loads
- * and stores 16-byte vectors (unit-stride heads, aligned rows); VEC = 1 reads any strides,
- * one pair or element an item.
+ * it reads the token's position (and its cache slot), forms the cosine and sine of every
+ * frequency once into shared memory, then its threads stream the token's heads, one work item
+ * each: V pairs (NeoX: V elements from each half; GPT-J: V interleaved elements) or V
+ * passed-through elements; the heads that only move (V, and K without RoPE, into the cache) go
+ * several items a thread, loads first. VEC = 16 / sizeof(T) loads and stores 16-byte vectors
+ * (unit-stride heads, aligned rows); VEC = 1 reads any strides, one pair or element an item.
  */
 #ifndef OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_
 #define OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_
@@ -56,10 +55,9 @@ __device__ __forceinline__ void rope_cos_sin(double position, double f, float *c
 }
 
 template <typename T, int VEC> struct rope_io {
-  static __device__ __forceinline__ void load(const T *p, int64_t stride, float (&x)[VEC]) {
+  static __device__ __forceinline__ void load(const T *p, float (&x)[VEC]) {
     if constexpr (VEC == 1) {
       x[0] = to_f(p[0]);
-      (void)stride;
     } else {
       const vec16<T> v = load16(p);
 #pragma unroll
@@ -98,13 +96,13 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
     if (k >= rot_items) {
       const int d = rot + (k - rot_items) * VEC;
       float x[VEC];
-      io::load(ih + d * isd, isd, x);
+      io::load(ih + d * isd, x);
       io::store(oh + d * osd, x);
     } else if (!gptj) {
       const int i = k * VEC;
       float x1[VEC], x2[VEC], y1[VEC], y2[VEC];
-      io::load(ih + i * isd, isd, x1);
-      io::load(ih + (i + half) * isd, isd, x2);
+      io::load(ih + i * isd, x1);
+      io::load(ih + (i + half) * isd, x2);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         y1[j] = x1[j] * cs[i + j] - x2[j] * sn[i + j];
@@ -115,8 +113,8 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
     } else {
       if constexpr (VEC == 1) {
         float x1[1], x2[1], y1[1], y2[1];
-        io::load(ih + 2 * k * isd, isd, x1);
-        io::load(ih + (2 * k + 1) * isd, isd, x2);
+        io::load(ih + 2 * k * isd, x1);
+        io::load(ih + (2 * k + 1) * isd, x2);
         y1[0] = x1[0] * cs[k] - x2[0] * sn[k];
         y2[0] = x2[0] * cs[k] + x1[0] * sn[k];
         io::store(oh + 2 * k * osd, y1);
@@ -124,7 +122,7 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
       } else {
         const int d = k * VEC;
         float x[VEC], y[VEC];
-        io::load(ih + d, 1, x);
+        io::load(ih + d, x);
 #pragma unroll
         for (int j = 0; j < VEC; j += 2) {
           const int i = d / 2 + j / 2;

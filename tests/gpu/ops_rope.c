@@ -110,15 +110,10 @@ static void fused_qkv_case(int iter) {
   opst_fill_uniform(&qkv, r, -2, 2);
   opst_alloc(&pos, r, OPS_DTYPE_I64, 1, &t, OPST_CONTIGUOUS);
   fill_positions(&pos, r);
-  /* q and k share qkv's buffer through their own copies (the harness owns each tensor) */
-  q = qkv;
-  q.buf = malloc(qkv.bytes), q.snap = malloc(qkv.bytes);
-  memcpy(q.buf, qkv.buf, qkv.bytes), memcpy(q.snap, qkv.buf, qkv.bytes);
-  q.t.data = q.buf;
+  /* q and k as views of their own copies of qkv's buffer (the harness owns each tensor) */
+  clone_tensor(&q, &qkv);
   q.t.shape[1] = hq;
-  k = q;
-  k.buf = malloc(qkv.bytes), k.snap = malloc(qkv.bytes);
-  memcpy(k.buf, qkv.buf, qkv.bytes), memcpy(k.snap, qkv.buf, qkv.bytes);
+  clone_tensor(&k, &qkv);
   k.t.data = k.buf + hq * d * 2;
   k.t.shape[1] = hk;
   opst_free(&qkv);

@@ -147,13 +147,17 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
 
 /* math: 16 rows over 16 keys a warp and a tile (_m16), 16 rows over 64 (_m64), against the
  * FlashAttention-2 kernels' 0.5; memory: _m16 streams K / V near the copy bandwidth, _m64
- * (two blocks an SM, four times the math a tile) about half of it (bench/RESULTS.md) */
+ * (four times the math a tile) about half of it (bench/RESULTS.md) */
 #define SDPA_SPLIT_EFF_16 0.25f
 #define SDPA_SPLIT_EFF_64 0.4f
 #define SDPA_SPLIT_MEM_EFF_16 0.85f
 #define SDPA_SPLIT_MEM_EFF_64 0.5f
 #define SDPA_SPLIT_ROLE_16 "the block's 16 packed rows over a quarter of each key tile; cp.async ring; merge"
 #define SDPA_SPLIT_ROLE_64 "16 packed rows each over every key; mma.sync, online softmax; cp.async ring"
+/* where Q's rows live (OPSI_SDPA_SPLIT_HOIST_Q) */
+#define SDPA_SPLIT_Q_AT_64 "in the last stage's K half until its fragments are in registers"
+#define SDPA_SPLIT_Q_AT_128 SDPA_SPLIT_Q_AT_64
+#define SDPA_SPLIT_Q_AT_256 "after the ring"
 #define SDPA_SPLIT_ROW(ID, NAME, D, BM)                                                                      \
   SDPA_SPLIT_ROW_X(ID, "cuda_sdpa_split_" #NAME, D, BM, OPSI_SDPA_SPLIT_BN, OPSI_SDPA_SPLIT_D##D##_STAGES,     \
                    OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, OPSI_SDPA_SPLIT_D##D##_SM_MIN, SDPA_SPLIT_ROLE_##BM, NAME),
@@ -171,9 +175,11 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"mma warps", 4, ROLE}},                                                                     \
       .stages = STAGES,                                                                                      \
-      .smem_layout = "Q " #BM " packed rows x " #DP ", K and V " #STAGES " stages of " #BN "x" #DP " each, "  \
-                     "16-byte chunks XOR-swizzled by row % 8; the merge's f32 rows of " #DP " + 8 over the " \
-                     "ring; row max / sum 2 x 64 floats",                                                    \
+      .smem_layout = "K and V " #STAGES " stages of " #BN "x" #DP " each, 16-byte chunks XOR-swizzled by "    \
+                     "row % 8; Q " #BM " packed rows x " #DP " " SDPA_SPLIT_Q_AT_##DP "; the paged rows' K and "\
+                     "V offsets of the next two tiles 2 x 2 x " #BN " int64; the merge's f32 rows of " #DP    \
+                     " + 8 over the ring; "                                                                  \
+                     "row max / sum 2 x 64 floats",                                                          \
       .smem_bytes = OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES), .threads = 128, .vector_bytes = 16,            \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per packed row: a part's key tiles in order (online softmax), the warps' partial " \

@@ -42,6 +42,7 @@ typedef struct opsi_launch {
   void *workspace;
   size_t workspace_bytes;
   opsi_launch_info *info; /* filled by the launcher */
+  int32_t sm;             /* the device's SM version (90: Hopper), for launch attributes */
 } opsi_launch;
 
 typedef ops_status (*opsi_launch_fn)(const opsi_launch *ctx, const void *args);

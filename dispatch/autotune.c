@@ -98,7 +98,7 @@ ops_status opsi_tune_measure(const opsi_vctx *v, const opsi_problem *p, const op
   e.source = OPS_CHOICE_MEASURED;
   opsi_launch_info info;
   memset(&info, 0, sizeof info);
-  const opsi_launch ctx = {h, h->info.sm_count, h->stream, workspace, workspace_bytes, &info};
+  const opsi_launch ctx = {h, h->info.sm_count, h->stream, workspace, workspace_bytes, &info, h->info.sm_version};
   const int reps = p->backend == OPS_DEVICE_CUDA ? 3 : 1;
   double best_us = INFINITY;
   for (int i = 0; i < k; ++i) {

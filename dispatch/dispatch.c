@@ -308,7 +308,8 @@ static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_k
                          int32_t choice, const void *args, void *workspace, size_t workspace_bytes) {
   opsi_launch_info info;
   memset(&info, 0, sizeof info);
-  const opsi_launch ctx = {v->handle, v->handle->info.sm_count, v->handle->stream, workspace, workspace_bytes, &info};
+  const opsi_launch ctx = {v->handle,       v->handle->info.sm_count, v->handle->stream, workspace,
+                           workspace_bytes, &info,                    v->handle->info.sm_version};
   opsi_profile_token tok;
   const int profiling = opsi_profile_begin(v->handle, &tok);
   nvtxRangePushA(row->name);

@@ -108,8 +108,9 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   const int32_t splits =
       opsi_sdpa_split_parts(g.batch, g.heads_q / g.group, row_tiles, g.seqlen_k, ctx->sm_count, C::PER_SM);
   const int64_t tokens_q = a->varlen ? a->q.shape[1] : (int64_t)g.batch * g.seqlen_q;
-  if (row_tiles * splits > 2147483647) {
-    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid exceeds 2^31 - 1 blocks", NULL, 0);
+  if (row_tiles * splits > 2147483647 || tokens_q * g.heads_q > 2147483647) {
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid or its combine's exceeds 2^31 - 1 blocks",
+                              NULL, 0);
   }
   if (opsi_sdpa_split_workspace(splits, tokens_q, g.heads_q, g.dv) > ctx->workspace_bytes) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV workspace is smaller than its row's", NULL, 0);
@@ -120,10 +121,10 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
           ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, (int32_t)row_tiles, ctx->workspace,
-                                                                  tokens_q, stream, info->grid, info->block,
+                                                                  tokens_q, ctx->sm, stream, info->grid, info->block,
                                                                   &info->smem_bytes)
           : opsi::split::launch_sdpa_split<__half, DP, BM>(g, splits, (int32_t)row_tiles, ctx->workspace, tokens_q,
-                                                           stream, info->grid, info->block, &info->smem_bytes);
+                                                           ctx->sm, stream, info->grid, info->block, &info->smem_bytes);
   return opsi::launch_status(ctx, e);
 }
 

@@ -84,15 +84,16 @@ __device__ __forceinline__ void load_rows(T *sm, const T *src, int64_t s_row, in
 
 /* S = Q K^T for one warp's 16 query rows over NK keys: qfrag(kk, qa) gives the warp's Q
  * fragment of k16 step kk; the keys are rows k_row0 .. k_row0 + NK - 1 of the swizzled K tile
- * kb; the first kd k16 steps are not head-dim padding. sc in the m16n8 accumulator layout. */
-template <typename T, int DP, int NK, typename QFrag>
+ * kb; the first kd k16 steps are not head-dim padding (FULL: kd is DP / 16, and the steps are
+ * one straight run the compiler may interleave). sc in the m16n8 accumulator layout. */
+template <typename T, int DP, int NK, bool FULL = false, typename QFrag>
 __device__ __forceinline__ void warp_qk(float (&sc)[NK / 8][4], QFrag &&qfrag, const T *kb, int k_row0, int kd,
                                         int lane) {
 #pragma unroll
   for (int n = 0; n < NK / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
   for (int kk = 0; kk < DP / 16; ++kk) {
-    if (kk >= kd) break;
+    if (!FULL && kk >= kd) break;
     uint32_t qa[4];
     qfrag(kk, qa);
 #pragma unroll
@@ -108,8 +109,8 @@ __device__ __forceinline__ void warp_qk(float (&sc)[NK / 8][4], QFrag &&qfrag, c
 
 /* O += P V for one warp: P is the probabilities in sc (the score fragments of each 16 keys
  * are P's A fragment) of keys v_row0 .. v_row0 + NK - 1, rows of the swizzled V tile vb; the
- * first kdv k16 steps of Dv are not padding. */
-template <typename T, int DP, int NK>
+ * first kdv k16 steps of Dv are not padding (FULL: kdv is DP / 16). */
+template <typename T, int DP, int NK, bool FULL = false>
 __device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)[NK / 8][4], const T *vb, int v_row0,
                                         int kdv, int lane) {
 #pragma unroll
@@ -119,7 +120,7 @@ __device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)
                             pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
 #pragma unroll
     for (int dj = 0; dj < DP / 16; ++dj) {
-      if (dj >= kdv) break;
+      if (!FULL && dj >= kdv) break;
       uint32_t r[4];
       ldmatrix_x4_trans(r, &vb[swz<DP>(v_row0 + kt * 16 + ((lane / 8) % 2) * 8 + lane % 8, dj * 16 + (lane / 16) * 8)]);
       const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};

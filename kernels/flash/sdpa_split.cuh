@@ -10,7 +10,10 @@
  *
  *   copy Q (packed rows) and the first STAGES - 1 tiles (K and V rows by the block table
  *   when paged; rows past the sequence, or of a page id outside the pool, zero-filled)
- *   tile t:  wait for tile t; barrier; copy tile t + STAGES - 1 into the freed stage
+ *   tile t:  wait for tile t; barrier; (first tile, Q in registers: take Q's fragments from
+ *            the ring's last stage; barrier) copy tile t + STAGES - 1 into the freed stage
+ *            (paged: by the rows' offsets formed a trip ahead in shared memory; read the
+ *            table for tile t + STAGES now, so that no copy waits on a table lookup)
  *            S = Q K^T over this warp's keys (mma.sync m16n8k16, ldmatrix); to the log2
  *            domain, -inf outside each row's visible keys (tiles inside every row's
  *            range skip the test); online softmax; O += P V (ldmatrix.trans)
@@ -56,35 +59,71 @@ template <typename T, int DP, int BM_> struct cfg {
   static constexpr int STAGES = depth<DP, BM>::STAGES, PER_SM = depth<DP, BM>::PER_SM;
   static constexpr int SMEM_BYTES = OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES);
   static constexpr int PITCH = DP + 8; /* floats a row of the merge buffer: rows 8 banks apart */
-  static constexpr bool HOIST_Q = DP <= 128; /* Q's fragments live in registers across tiles */
+  static constexpr bool HOIST_Q = OPSI_SDPA_SPLIT_HOIST_Q(DP); /* Q in registers, its rows in the last stage */
   static_assert(RW * KW == WARPS && NW % 16 == 0, "whole warps of 16 rows and 16 keys");
+  static_assert(!HOIST_Q || BM <= BN, "Q's rows fit in a stage's K half");
+  static_assert(BN <= THREADS, "a thread reads a key row's page id");
   static_assert(KW * BM * PITCH * 4 <= STAGES * 2 * BN * DP * 2, "the merge buffer fits in the ring");
   static_assert(KW * BM <= 64, "row statistics of 64 rows");
   static_assert(sizeof(T) == 2, "16-bit operands");
 };
 
-/* Element offset of key row j (KV head hk) of sequence b in the K and V views (through the
- * block table when paged); false for a page id outside the pool. */
-__device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j, int64_t *ko,
-                                         int64_t *vo) {
+/* The pool page that holds key row j of sequence b (paged calls), or -1 for a page id outside
+ * the pool. */
+__device__ __forceinline__ int32_t key_page(const sdpa_geom &g, int b, int j) {
+  const int32_t page = g.pages[b * g.pg_sb + (int64_t)(j / g.page_size) * g.pg_sp];
+  return page >= 0 && page < g.num_pages ? page : -1;
+}
+
+/* The element offsets of key rows [j0, j0 + bn) in a paged call's pools, formed a trip ahead:
+ * `read` takes a row's page id from the table (a thread a row, threads < bn), `put` writes the
+ * row's K and V offsets (-1: a page outside the pool, or no row) into `rows` (bn K offsets,
+ * then bn V offsets) after the tile's math, so that the table's latency hides behind it and
+ * the division by the page size is done once a row. */
+struct paged_rows {
+  int32_t page = -1;
+  __device__ __forceinline__ void read(const sdpa_geom &g, int b, int j0, int j_end, int bn) {
+    const int j = j0 + (int)threadIdx.x;
+    page = g.pages != nullptr && (int)threadIdx.x < bn && j < j_end ? key_page(g, b, j) : -1;
+  }
+  __device__ __forceinline__ void put(const sdpa_geom &g, int j0, int64_t *rows, int bn) const {
+    if (g.pages == nullptr || (int)threadIdx.x >= bn) return;
+    const int64_t r = (j0 + (int)threadIdx.x) % g.page_size;
+    rows[threadIdx.x] = page < 0 ? -1 : page * g.k.sb + r * g.k.ss;
+    rows[bn + threadIdx.x] = page < 0 ? -1 : page * g.v.sb + r * g.v.ss;
+  }
+};
+
+/* Element offsets of key row j (KV head hk) of sequence b in the K and V views: by the row when
+ * contiguous; when paged, from `rows` (the tile's row offsets, paged_rows) or through the
+ * table when `rows` is null. False for a page outside the pool. */
+template <int BN>
+__device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j, int r,
+                                         const int64_t *rows, int64_t *ko, int64_t *vo) {
   if (g.pages == nullptr) {
     *ko = b * g.k.sb + (s.k0 + j) * g.k.ss + hk * g.k.sh;
     *vo = b * g.v.sb + (s.k0 + j) * g.v.ss + hk * g.v.sh;
     return true;
   }
-  const int32_t page = g.pages[b * g.pg_sb + (int64_t)(j / g.page_size) * g.pg_sp];
-  if (page < 0 || page >= g.num_pages) return false;
-  const int64_t r = j % g.page_size;
-  *ko = page * g.k.sb + r * g.k.ss + hk * g.k.sh;
-  *vo = page * g.v.sb + r * g.v.ss + hk * g.v.sh;
+  if (rows != nullptr) {
+    const int64_t kr = rows[r], vr = rows[BN + r];
+    *ko = kr + hk * g.k.sh, *vo = vr + hk * g.v.sh;
+    return kr >= 0;
+  }
+  const int32_t page = key_page(g, b, j);
+  if (page < 0) return false;
+  const int64_t pr = j % g.page_size;
+  *ko = page * g.k.sb + pr * g.k.ss + hk * g.k.sh;
+  *vo = page * g.v.sb + pr * g.v.ss + hk * g.v.sh;
   return true;
 }
 
 /* K and V rows [j0, j0 + BN) into one ring stage (swizzled 16-byte chunks); rows at or past
- * j_end zero-filled. */
+ * j_end zero-filled. Paged calls take the rows' offsets from `rows` (paged_rows), or read the
+ * table here when `rows` is null. */
 template <typename T, int DP, int BN, int THREADS>
 __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0,
-                                        int j_end) {
+                                        int j_end, const int64_t *rows) {
   constexpr int PER_ROW = DP / 8, ROWS_PASS = THREADS / PER_ROW, PASSES = BN / ROWS_PASS;
   static_assert(THREADS % PER_ROW == 0 && BN % ROWS_PASS == 0, "whole rows a pass");
   const int c = (threadIdx.x % PER_ROW) * 8;
@@ -94,22 +133,24 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   for (int e = 0; e < PASSES; ++e) {
     const int r = threadIdx.x / PER_ROW + e * ROWS_PASS, j = j0 + r;
     int64_t ko = 0, vo = 0;
-    const bool ok = j < j_end && key_rows(g, b, s, hk, j, &ko, &vo);
+    const bool ok = j < j_end && key_rows<BN>(g, b, s, hk, j, r, rows, &ko, &vo);
     cp_async16(kb + fa2::swz<DP>(r, c), ok && kbytes > 0 ? kp + ko + c : kp, ok ? kbytes : 0);
     cp_async16(vb + fa2::swz<DP>(r, c), ok && vbytes > 0 ? vp + vo + c : vp, ok ? vbytes : 0);
   }
 }
 
 template <typename T, int DP, int BM>
-__global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
+__global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_SM)
     sdpa_split_kernel(const sdpa_geom g, int32_t splits, int32_t row_tiles, float *ws_lse, float *ws_o,
                       int64_t tokens_q) {
   using C = cfg<T, DP, BM>;
   constexpr int BN = C::BN, NW = C::NW, STAGES = C::STAGES, THREADS = C::THREADS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T *sq = reinterpret_cast<T *>(smem_raw);
-  T *ring = sq + BM * DP; /* STAGES x (K, V) x BN x DP */
-  float *st_m = reinterpret_cast<float *>(ring + STAGES * 2 * BN * DP), *st_l = st_m + 64;
+  T *ring = reinterpret_cast<T *>(smem_raw); /* STAGES x (K, V) x BN x DP */
+  T *sq = C::HOIST_Q ? ring + (STAGES - 1) * 2 * BN * DP : ring + STAGES * 2 * BN * DP;
+  /* the paged rows' offsets of the next two tiles (2 x K and V x BN), then the row statistics */
+  int64_t *kv_rows = reinterpret_cast<int64_t *>(ring + STAGES * 2 * BN * DP + (C::HOIST_Q ? 0 : BM * DP));
+  float *st_m = reinterpret_cast<float *>(kv_rows + 2 * 2 * BN), *st_l = st_m + 64;
 
   const int rt = blockIdx.x % row_tiles, sp = blockIdx.x / row_tiles;
   const int hk = blockIdx.y, b = blockIdx.z, group = g.group;
@@ -152,11 +193,15 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     T *kb = ring + st * 2 * BN * DP;
-    if (ta + st < tb) load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk);
+    if (ta + st < tb) load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk, nullptr);
     cp_commit();
   }
+  paged_rows next; /* the next tile to copy, a trip ahead (paged calls) */
+  next.read(g, b, (ta + STAGES - 1) * BN, ta + STAGES - 1 < tb ? s.sk : 0, BN);
+  next.put(g, (ta + STAGES - 1) * BN, kv_rows + ((ta + STAGES - 1) % 2) * 2 * BN, BN);
 
   const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
+  const bool full = kd == DP / 16 && kdv == DP / 16;     /* head dims that fill the kernel's */
   float o[DP / 8][4];
 #pragma unroll
   for (int n = 0; n < DP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -166,23 +211,26 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
   for (int t = ta; t < tb; ++t) {
     cp_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int nt = t + STAGES - 1;
-      T *kb = ring + ((nt - ta) % STAGES) * 2 * BN * DP;
-      if (nt < tb) load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk);
-      cp_commit();
-    }
     if constexpr (C::HOIST_Q) {
-      if (t == ta) {
+      if (t == ta) { /* Q's rows are in the last stage, which the copy below fills */
 #pragma unroll
         for (int kk = 0; kk < DP / 16; ++kk) {
           ldmatrix_x4(qf[kk], &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
         }
+        __syncthreads();
       }
+    }
+    {
+      const int nt = t + STAGES - 1;
+      T *kb = ring + ((nt - ta) % STAGES) * 2 * BN * DP;
+      if (nt < tb) {
+        load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk, kv_rows + (nt % 2) * 2 * BN);
+      }
+      cp_commit();
+      next.read(g, b, (nt + 1) * BN, nt + 1 < tb ? s.sk : 0, BN);
     }
     const T *kb = ring + ((t - ta) % STAGES) * 2 * BN * DP, *vb = kb + BN * DP;
 
-    float sc[NW / 8][4];
     const auto q_frag = [&](int kk, uint32_t(&qa)[4]) {
       if constexpr (C::HOIST_Q) {
         qa[0] = qf[kk][0], qa[1] = qf[kk][1], qa[2] = qf[kk][2], qa[3] = qf[kk][3];
@@ -190,7 +238,9 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
         ldmatrix_x4(qa, &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
       }
     };
-    fa2::warp_qk<T, DP, NW>(sc, q_frag, kb, kw * NW, kd, lane);
+    float sc[NW / 8][4];
+    if (full) fa2::warp_qk<T, DP, NW, true>(sc, q_frag, kb, kw * NW, kd, lane);
+    else fa2::warp_qk<T, DP, NW>(sc, q_frag, kb, kw * NW, kd, lane);
 
     /* scores -> log2 domain (masked unless the tile is inside every row's keys) -> P */
     const bool inside = t * BN >= in_lo && t * BN + BN <= in_hi;
@@ -207,9 +257,14 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) o[n][0] *= rs[0], o[n][1] *= rs[0], o[n][2] *= rs[1], o[n][3] *= rs[1];
 
-    fa2::warp_pv<T, DP, NW>(o, sc, vb, kw * NW, kdv, lane); /* O += P V over this warp's keys */
+    if (full) fa2::warp_pv<T, DP, NW, true>(o, sc, vb, kw * NW, kdv, lane); /* O += P V over this warp's keys */
+    else fa2::warp_pv<T, DP, NW>(o, sc, vb, kw * NW, kdv, lane);
+    next.put(g, (t + STAGES) * BN, kv_rows + ((t + STAGES) % 2) * 2 * BN, BN); /* after this trip's barrier */
   }
   cp_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;"); /* the combine may start launching (it waits) */
+#endif
   __syncthreads(); /* every warp is done with the ring: the merge buffer takes its space */
 
   float *red = reinterpret_cast<float *>(ring);
@@ -268,23 +323,33 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS)
   }
 }
 
-/* The parts of each (query row, head), one warp a row: LSE-weighted sum in part order. */
+/* The parts of each (query row, head), a block a row: warp w folds parts w, w + 4, ... with
+ * their loads in flight together, then the warps' sums are added in warp order (no atomics:
+ * bitwise reproducible). Columns: a lane 4 of each 128 (Dv <= 256). On sm_90 it is launched
+ * as the split kernel's programmatic dependent: its launch overlaps the split kernel's last
+ * blocks, and it waits for that grid's completion (and memory) before reading a part. */
+constexpr int COMBINE_WARPS = 4, COMBINE_UNROLL = 4;
 template <typename T>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(COMBINE_WARPS * 32)
     sdpa_split_combine(const sdpa_geom g, int32_t splits, const float *ws_lse, const float *ws_o, int64_t tokens_q) {
-  const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  const int64_t pitch = tokens_q * g.heads_q;
-  if (row >= pitch) return;
+  __shared__ float4 part[COMBINE_WARPS][64];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const int64_t row = blockIdx.x, pitch = tokens_q * g.heads_q;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int dv4 = (g.dv + 3) / 4 * 4;
   float m = -INFINITY;
   for (int p = lane; p < splits; p += 32) m = fmaxf(m, ws_lse[p * pitch + row]);
   m = warp_max(m);
-  float l = 0.0f, acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-  for (int p = 0; p < splits; ++p) {
-    const float x = ws_lse[p * pitch + row];
-    const float w = m == -INFINITY || x == -INFINITY ? 0.0f : __expf(x - m);
-    l += w;
+  const auto weight = [m](float x) { return m == -INFINITY || x == -INFINITY ? 0.0f : __expf(x - m); };
+  float l = 0.0f;
+  for (int p = lane; p < splits; p += 32) l += weight(ws_lse[p * pitch + row]);
+  l = warp_sum(l);
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll COMBINE_UNROLL
+  for (int p = warp; p < splits; p += COMBINE_WARPS) {
+    const float w = weight(ws_lse[p * pitch + row]);
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       const int c = lane * 4 + 128 * k;
@@ -293,28 +358,36 @@ __global__ void __launch_bounds__(128)
       acc[k][0] += w * v.x, acc[k][1] += w * v.y, acc[k][2] += w * v.z, acc[k][3] += w * v.w;
     }
   }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) part[warp][lane + 32 * k] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+  __syncthreads();
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   const int64_t tq = row / g.heads_q, h = row % g.heads_q;
   const int64_t b = g.cu_q != nullptr ? 0 : tq / g.seqlen_q, i = g.cu_q != nullptr ? tq : tq % g.seqlen_q;
   T *dst = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + i * g.o.ss + h * g.o.sh;
+  for (int q = threadIdx.x; q * 4 < g.dv; q += COMBINE_WARPS * 32) {
+    float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const int c = lane * 4 + 128 * k;
-    if (c >= g.dv) continue;
+    for (int w = 0; w < COMBINE_WARPS; ++w) {
+      const float4 x = part[w][q];
+      r[0] += x.x, r[1] += x.y, r[2] += x.z, r[3] += x.w;
+    }
+    const int c = q * 4;
     if (c + 4 <= g.dv) {
-      *reinterpret_cast<uint2 *>(dst + c) = make_uint2(pack2<T>(acc[k][0] * inv, acc[k][1] * inv),
-                                                       pack2<T>(acc[k][2] * inv, acc[k][3] * inv));
+      *reinterpret_cast<uint2 *>(dst + c) =
+          make_uint2(pack2<T>(r[0] * inv, r[1] * inv), pack2<T>(r[2] * inv, r[3] * inv));
     } else {
-      for (int e = 0; e < g.dv - c; ++e) dst[c + e] = from_f<T>(acc[k][e] * inv);
+      for (int e = 0; e < g.dv - c; ++e) dst[c + e] = from_f<T>(r[e] * inv);
     }
   }
-  if (lane == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + i * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
+  if (threadIdx.x == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + i * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
-/* Host side: grid (row tiles x parts, Hkv, batch), then the combine when there are parts. */
+/* Host side: grid (row tiles x parts, Hkv, batch), then the combine when there are parts (a
+ * programmatic dependent launch on sm >= 90). */
 template <typename T, int DP, int BM>
 cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_tiles, void *workspace,
-                              int64_t tokens_q, cudaStream_t stream, int32_t *grid, int32_t *block,
+                              int64_t tokens_q, int32_t sm, cudaStream_t stream, int32_t *grid, int32_t *block,
                               int32_t *smem_bytes) {
   using C = cfg<T, DP, BM>;
   const auto kernel = sdpa_split_kernel<T, DP, BM>;
@@ -332,8 +405,16 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
   if (splits > 1) {
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;
-    const int64_t rows = tokens_q * g.heads_q;
-    sdpa_split_combine<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(g, splits, ws_lse, ws_o, tokens_q);
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3((unsigned)(tokens_q * g.heads_q));
+    lc.blockDim = dim3(COMBINE_WARPS * 32);
+    lc.stream = stream;
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = pdl, lc.numAttrs = sm >= 90 ? 1 : 0;
+    return cudaLaunchKernelEx(&lc, sdpa_split_combine<T>, g, splits, static_cast<const float *>(ws_lse),
+                              static_cast<const float *>(ws_o), tokens_q);
   }
   return cudaGetLastError();
 }
@@ -344,8 +425,8 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
 /* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
 #define OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)                                                                   \
   template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(const opsi::sdpa_geom &, int32_t, int32_t,   \
-                                                                 void *, int64_t, cudaStream_t, int32_t *,    \
-                                                                 int32_t *, int32_t *);
+                                                                 void *, int64_t, int32_t, cudaStream_t,      \
+                                                                 int32_t *, int32_t *, int32_t *);
 #define OPSI_SDPA_SPLIT_INSTANTIATE(T, DP, BM) OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_ */

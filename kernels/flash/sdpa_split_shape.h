@@ -7,11 +7,14 @@
  * head g of the KV head's group) -> i * group + g, BM of them, so that K and V are read once
  * for every query head that shares them. _m16 kernels: BM 16, the 4 warps split each key tile
  * (16 keys a warp) and merge at the end; _m64: BM 64, a warp 16 rows over every key. Key tiles
- * of BN rows stream through a STAGES-deep cp.async ring (K and V a stage). Shared memory: Q BM
- * x DP, the ring STAGES x 2 x BN x DP (16-bit), and the merge's row statistics 2 x 64 floats;
- * the merge's f32 partial outputs (64 rows of DP + 8 floats) reuse the ring.
- * PER_SM: resident blocks an SM by shared memory on sm_90 (228 KB), for the cost model and
- * the split count.
+ * of BN rows stream through a STAGES-deep cp.async ring (K and V a stage). Shared memory: the
+ * ring STAGES x 2 x BN x DP (16-bit), Q BM x DP, the paged rows' K and V offsets of the next two
+ * tiles 2 x 2 x BN int64, and the merge's row statistics 2 x 64 floats. Where Q's fragments live in
+ * registers (DP <= 128) Q is copied into the K half of the ring's last stage, which is first
+ * filled after every warp has taken Q (BM <= BN); the merge's f32 partial outputs (64 rows of
+ * DP + 8 floats) reuse the ring.
+ * PER_SM: resident blocks an SM by shared memory on sm_90 (228 KB) and by registers (the
+ * kernels' launch bounds hold them to it), for the cost model and the split count.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SPLIT_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_SPLIT_SHAPE_H_
@@ -27,7 +30,7 @@
 #define OPSI_SDPA_SPLIT_D64_M16_PER_SM 3
 #define OPSI_SDPA_SPLIT_D64_M64_PER_SM 3
 #define OPSI_SDPA_SPLIT_D128_M16_PER_SM 3
-#define OPSI_SDPA_SPLIT_D128_M64_PER_SM 2
+#define OPSI_SDPA_SPLIT_D128_M64_PER_SM 3
 #define OPSI_SDPA_SPLIT_D256_M16_PER_SM 1
 #define OPSI_SDPA_SPLIT_D256_M64_PER_SM 1
 /* SM range: DP 64 and 128 fit the 99 KB a block may have on sm_86 / sm_89; DP 256 (136 KB
@@ -36,8 +39,11 @@
 #define OPSI_SDPA_SPLIT_D128_SM_MIN 80
 #define OPSI_SDPA_SPLIT_D256_SM_MIN 90
 
+/* Q's fragments stay in registers across key tiles (and Q's rows in the ring's last stage) */
+#define OPSI_SDPA_SPLIT_HOIST_Q(DP) ((DP) <= 128)
 /* dynamic shared memory of a block, bytes */
-#define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES) (((BM) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 64 * 4)
+#define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES) \
+  (((OPSI_SDPA_SPLIT_HOIST_Q(DP) ? 0 : (BM)) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 2 * (BN) * 8 + 2 * 64 * 4)
 
 /* A split has at least MIN_TILES key tiles; the counts a call may take (so that explain and
  * the launcher name them in static words): 1, 2, 3, 4, 6, 8, ... 96, 128. */

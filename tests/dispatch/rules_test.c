@@ -139,7 +139,7 @@ static void launch_failures_become_messages(void **state) {
   row.backend = OPS_DEVICE_CPU;
   opsi_launch_info info;
   memset(&info, 0, sizeof info);
-  const opsi_launch ctx = {NULL, 0, NULL, NULL, 0, &info};
+  const opsi_launch ctx = {NULL, 0, NULL, NULL, 0, &info, 0};
   row.launch = fails_naming;
   assert_int_equal(opsi_run_row("ops_sdpa", &row, &ctx, NULL), OPS_ERR_CUDA);
   assert_string_equal(ops_last_error(),

@@ -38,7 +38,9 @@ struct rope_gpu_geom {
   double inv_freq[OPSI_ROPE_MAX_FREQS];
 };
 
-enum { ROPE_THREADS = 128, ROPE_BLOCKS_PER_SM = 16, ROPE_MIN_RESIDENT = 8 };
+/* ROPE_MIN_RESIDENT: blocks an SM the registers must allow (a block a token); a warp a token
+ * trades two of them for the registers of its deeper copy */
+enum { ROPE_THREADS = 128, ROPE_BLOCKS_PER_SM = 16, ROPE_MIN_RESIDENT = 8, ROPE_MIN_RESIDENT_WARP = 6 };
 
 __device__ __forceinline__ int64_t rope_index(const void *p, int64_t off, int i64) {
   return i64 ? static_cast<const int64_t *>(p)[off] : (int64_t) static_cast<const int32_t *>(p)[off];
@@ -144,18 +146,20 @@ template <typename T> struct rope_copy {
 };
 
 /* Up to two plain-copy streams of a token (a.items 0: none) as one index space of VEC-element
- * items: each thread loads ROPE_COPY_UNROLL items before it stores any, so a token's K and V
- * reads are in flight together. The data moves as raw 16-byte vectors (VEC > 1) or elements. */
-enum { ROPE_COPY_UNROLL = 2 };
-template <typename T, int VEC>
+ * items: each thread loads UNROLL items before it stores any, so a token's K and V reads are
+ * in flight together (a warp a token: 4, the token's 4 KB of bf16 d128 GQA 8 K and V in one
+ * trip of its lanes; a block a token: 2). The data moves as raw 16-byte vectors (VEC > 1) or
+ * elements. */
+template <bool WARP> struct rope_copy_unroll { static constexpr int value = WARP ? 4 : 2; };
+template <typename T, int VEC, int UNROLL>
 __device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_copy<T> &b, int tid, int nthr) {
   using raw = typename std::conditional<VEC == 1, T, uint4>::type;
   const int total = a.items + b.items;
-  for (int base = tid; base < total; base += ROPE_COPY_UNROLL * nthr) {
-    raw x[ROPE_COPY_UNROLL];
-    T *dst[ROPE_COPY_UNROLL];
+  for (int base = tid; base < total; base += UNROLL * nthr) {
+    raw x[UNROLL];
+    T *dst[UNROLL];
 #pragma unroll
-    for (int u = 0; u < ROPE_COPY_UNROLL; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       const int w = base + u * nthr;
       dst[u] = nullptr;
       if (w < total) {
@@ -168,7 +172,7 @@ __device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_cop
       }
     }
 #pragma unroll
-    for (int u = 0; u < ROPE_COPY_UNROLL; ++u) {
+    for (int u = 0; u < UNROLL; ++u) {
       if (dst[u] != nullptr) *reinterpret_cast<raw *>(dst[u]) = x[u];
     }
   }
@@ -177,7 +181,8 @@ __device__ __forceinline__ void copy_token(const rope_copy<T> &a, const rope_cop
 /* WARP: a warp a token (its own cos / sin rows, warp barriers), for the ops whose tokens are
  * small (the cache append: a few KB a token), so that a block has several tokens in flight. */
 template <typename T, int VEC, bool WARP>
-__global__ void __launch_bounds__(ROPE_THREADS, ROPE_MIN_RESIDENT) rope_kernel(const __grid_constant__ rope_gpu_geom g) {
+__global__ void __launch_bounds__(ROPE_THREADS, WARP ? ROPE_MIN_RESIDENT_WARP : ROPE_MIN_RESIDENT)
+    rope_kernel(const __grid_constant__ rope_gpu_geom g) {
   constexpr int TOKENS = WARP ? ROPE_THREADS / 32 : 1; /* tokens a block works on at once */
   __shared__ float cs_all[TOKENS][OPSI_ROPE_MAX_FREQS], sn_all[TOKENS][OPSI_ROPE_MAX_FREQS];
   const int sub = WARP ? threadIdx.x / 32 : 0, tid = WARP ? threadIdx.x % 32 : threadIdx.x;
@@ -216,7 +221,7 @@ __global__ void __launch_bounds__(ROPE_THREADS, ROPE_MIN_RESIDENT) rope_kernel(c
         if (n_copies++ == 0) c0 = c; else c1 = c;
       }
     }
-    if (n_copies > 0) copy_token<T, VEC>(c0, c1, tid, nthr);
+    if (n_copies > 0) copy_token<T, VEC, rope_copy_unroll<WARP>::value>(c0, c1, tid, nthr);
   }
 }
 

@@ -29,7 +29,8 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   c->math_us = cal != NULL && cal->tflops > 0.0 ? c->flops / (cal->tflops * 1e6)
                : rate > 0.0                     ? c->flops / (rate * 1e6 * eff)
                                                 : INFINITY;
-  c->launch_us = (cal != NULL ? cal->launch_us : m->launch_us) * (ge.launches > 1 ? ge.launches : 1);
+  /* a fitted launch_us is the whole call's (tools/calibrate.py fits it per call, every launch in) */
+  c->launch_us = cal != NULL ? cal->launch_us : m->launch_us * (ge.launches > 1 ? ge.launches : 1);
   c->wave_us = cal != NULL ? cal->wave_us : 0.0;
   c->wave_factor = 1.0;
   c->pad_factor = 1.0;

@@ -27,6 +27,14 @@ import os
 import sys
 
 MIN_SHAPES = 2
+# A fitted bandwidth is held to this multiple of the sweep's copy bandwidth: the op's minimal
+# bytes stream at most a few times faster than DRAM (L2 reuse), and a kernel whose samples
+# never bind on memory (a wide kernel timed only on padded, math-bound shapes) would
+# otherwise fit an unbounded rate and look free on shapes with no math.
+GBPS_CAP_X_COPY = 3.0
+# A tiled kernel's wave costs at least this (a block's start, first load and store): a kernel
+# timed only on one-wave shapes would otherwise fit 0 and look free on many-wave ones.
+WAVE_FLOOR_US = 1.0
 
 
 def samples_of(result):
@@ -75,13 +83,17 @@ def nelder_mead(f, x0, step=0.7, iters=4000):
     return pts[best], vals[best]
 
 
-def fit(samples):
-    """(launch_us, wave_us, gbps, tflops or 0, rms log error) of one kernel."""
+def fit(samples, gbps_cap):
+    """(launch_us, wave_us, gbps (at most gbps_cap), tflops or 0, rms log error) of one kernel."""
     tiled = any(k["blocks"] > 1 for k in samples)
 
     def expand(lp):
         e = [math.exp(a) for a in lp]
-        return e if tiled else [e[0], 0.0, e[1], 1.0]
+        e = e if tiled else [e[0], 0.0, e[1], 1.0]
+        e[2] = min(e[2], gbps_cap)
+        if tiled:
+            e[1] = max(e[1], WAVE_FLOOR_US)
+        return e
 
     def loss(lp):
         p = expand(lp)
@@ -147,12 +159,13 @@ def main():
     result["date"] = max(res["date"] for res in results)
     result["commit"] = ", ".join(sorted({res.get("commit", "?") for res in results}))
     fits = {}
+    gbps_cap = GBPS_CAP_X_COPY * 1e3 * max([res.get("copy_tbps") or 0.0 for res in results] + [1.0])
     for kname, samples in sorted(samples_of(result).items()):
         if len(samples) < MIN_SHAPES:
             print(f"calibrate: {kname}: {len(samples)} shape(s), fewer than {MIN_SHAPES}: left to its row",
                   file=sys.stderr)
             continue
-        launch, wave, gbps, tflops, rms = fit(samples)
+        launch, wave, gbps, tflops, rms = fit(samples, gbps_cap)
         fits[kname] = (launch, wave, gbps, tflops, rms, len(samples))
         print(f"calibrate: {kname:<28} {len(samples):3d} shapes  launch {launch:6.2f} us  wave {wave:6.2f} us  "
               f"{gbps / 1e3:6.3f} TB/s  {tflops:7.1f} TF/s  rms log error {rms:.3f}", file=sys.stderr)

@@ -402,7 +402,11 @@ void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n) {
   if (p->op == OPS_OP_SDPA && (p->extra[0] >= 0 || p->extra[1] >= 0)) {
     PUT(" window=(%lld, %lld)", (long long)p->extra[0], (long long)p->extra[1]);
   }
-  if (p->variant != 0) PUT(" variant=%d", p->variant);
+  if (p->op == OPS_OP_ROPE || (p->op == OPS_OP_KV_CACHE_APPEND && (p->flags & OPSI_F_ROPE))) {
+    PUT(" style=%s", p->variant == OPS_ROPE_GPTJ ? "gptj" : p->variant == OPS_ROPE_NEOX ? "neox" : "unknown");
+  } else if (p->variant != 0) {
+    PUT(" variant=%d", p->variant);
+  }
   if (p->flags != 0) {
     char flags[160];
     PUT(" [%s]", opsi_flag_names(p->flags, flags, sizeof flags));

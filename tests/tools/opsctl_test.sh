@@ -63,8 +63,9 @@ check "explain layernorm_backward staged needs sm_90" 0 "cuda_layernorm_backward
 check "explain softmax_backward" 0 "chosen: cpu_softmax_backward_ref" -- explain softmax_backward --x 64,1000
 check_json "explain layernorm_backward --json" -- explain layernorm_backward --x 8,64 --dbias --json
 check "explain rope on sm_90" 0 "* cuda_rope_vec16" -- explain rope --q 4096,32,128 --k 4096,8,128 --sm 90
+check "explain rope names the style" 0 " style=gptj" -- explain rope --q 64,32,128 --gptj --sm 90
 check "explain rope odd rotary" 0 "cuda_rope_vec16              id 1601  shape         needs rotary_dim a multiple of 16, got 24" -- explain rope --q 4096,32,128 --rotary 24 --sm 90
-check "explain kv_cache_append with rope" 0 "tokens=4096 heads=8 head_dim=128 rotary_dim=128 heads_v=8 head_dim_v=128 [rope]" -- explain kv_cache_append --k 4096,8,128 --pages 512,16 --rope --sm 90
+check "explain kv_cache_append with rope" 0 "tokens=4096 heads=8 head_dim=128 rotary_dim=128 heads_v=8 head_dim_v=128 style=neox [rope]" -- explain kv_cache_append --k 4096,8,128 --pages 512,16 --rope --sm 90
 check "explain kv_cache_append bad rotary" 1 "params->rope->rotary_dim" -- explain kv_cache_append --k 16,2,7 --pages 4,4 --rope
 check "fuse gemm,bias,gelu" 0 "applied  gemm_bias_act" -- fuse gemm,bias,gelu --m 8192 --n 4096 --k 4096 --cpu
 check "fuse add,rmsnorm" 0 "applied  add_rmsnorm" -- fuse add,rmsnorm --cpu

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -84,6 +85,23 @@ static void zero_size_call_is_a_no_op(void **state) {
   ops_handle_destroy(h);
 }
 
+/* An empty x whose reduced extents multiply past int64: a size error, not an overflow. */
+static void reduced_count_overflow_is_refused(void **state) {
+  (void)state;
+  ops_handle h = opst_cpu_handle();
+  const int64_t xs[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40}, xst[3] = {1, 1, 1}, ys[1] = {0};
+  ops_tensor x, y;
+  OPST_OK(ops_tensor_init(&x, NULL, OPS_DTYPE_F32, ops_device_cpu(), 3, xs, xst));
+  OPST_OK(ops_tensor_init(&y, NULL, OPS_DTYPE_F32, ops_device_cpu(), 1, ys, NULL));
+  ops_reduce_params p;
+  ops_reduce_params_init(&p);
+  p.axes = (1u << 1) | (1u << 2);
+  assert_int_equal(ops_reduce(h, &p, &x, &y, NULL, 0), OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "ops_reduce: x: the reduced axes' extents"));
+  assert_non_null(strstr(ops_last_error(), "at axis 2 (extent 1099511627776)"));
+  ops_handle_destroy(h);
+}
+
 static int setup(void **state) {
   (void)state;
   opst_rng_init(&g_rng, opst_seed("reduce_errors"));
@@ -97,6 +115,7 @@ int main(void) {
       cmocka_unit_test(call_faults),
       cmocka_unit_test(shape_dtype_alias_param_faults),
       cmocka_unit_test(zero_size_call_is_a_no_op),
+      cmocka_unit_test(reduced_count_overflow_is_refused),
   };
   return cmocka_run_group_tests_name("reduce_errors", tests, setup, NULL);
 }

@@ -284,7 +284,8 @@ static ops_status append_entry(const opsi_vctx *vc, const ops_kv_cache_append_pa
                                    {"k_cache", k_cache, 1, {NULL, NULL}},
                                    {"v_cache", v_cache, 1, {NULL, NULL}}};
   OPSI_TRY(opsi_check_aliasing(vc, operands, 6));
-  const int64_t capacity = k_cache->shape[0] * k_cache->shape[1];
+  int64_t capacity = k_cache->shape[0];
+  OPSI_TRY(opsi_mul_size(vc, "the cache's capacity (k_cache's pages x page_size)", &capacity, k_cache->shape[1]));
   OPSI_TRY(check_slots(vc, slots, capacity));
 
   opsi_rope_args a;

@@ -34,7 +34,7 @@ void ops_softmax_params_init(ops_softmax_params *p) {
 /* x [..., N] and y (x's shape and dtype): the row geometry every row-wise op shares. */
 static ops_status rows_common(const opsi_vctx *v, const char *xn, const ops_tensor *x, const char *yn,
                               const ops_tensor *y, opsi_rows_args *a, opsi_problem *pr, int32_t op, int64_t *ny) {
-  char why[32];
+  char why[64];
   snprintf(why, sizeof why, "%s's dtype", xn);
   OPSI_TRY(opsi_check_tensor(v, xn, x, NULL));
   OPSI_TRY(opsi_check_tensor(v, yn, y, ny));
@@ -48,10 +48,13 @@ static ops_status rows_common(const opsi_vctx *v, const char *xn, const ops_tens
   a->x = *x;
   a->y = *y;
   a->lead_ndim = x->ndim - 1;
-  a->rows = 1;
+  int lead_empty = 0; /* a zero leading extent makes the row count 0 however large the others */
+  for (int i = 0; i < a->lead_ndim; ++i) lead_empty |= x->shape[i] == 0;
+  a->rows = lead_empty ? 0 : 1;
+  snprintf(why, sizeof why, "%s's leading extents (its rows)", xn);
   for (int i = 0; i < a->lead_ndim; ++i) {
     a->lead_shape[i] = x->shape[i];
-    a->rows *= x->shape[i];
+    OPSI_TRY(opsi_mul_size(v, why, &a->rows, x->shape[i]));
   }
   a->cols = x->shape[x->ndim - 1];
   opsi_problem_init(pr, op, v->handle);

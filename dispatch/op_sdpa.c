@@ -80,7 +80,8 @@ static ops_status check_cache(const opsi_vctx *v, const ops_sdpa_params *p, cons
     OPSI_TRY(opsi_check_dtype_in(v, "params->block_table", bt, OPSI_DTYPE_BIT(OPS_DTYPE_I32)));
     OPSI_TRY(opsi_check_ndim(v, "params->block_table", bt, 2, 2));
     OPSI_TRY(opsi_check_extent(v, "params->block_table", bt, 0, batch, "batch"));
-    *capacity *= bt->shape[1];
+    OPSI_TRY(opsi_mul_size(v, "the cache's capacity (k's page_size x params->block_table's axis 1)", capacity,
+                           bt->shape[1]));
   }
   return OPS_OK;
 }

@@ -136,6 +136,14 @@ ops_status opsi_check_ndim(const opsi_vctx *v, const char *arg, const ops_tensor
   return OPS_OK;
 }
 
+ops_status opsi_mul_size(const opsi_vctx *v, const char *what, int64_t *acc, int64_t factor) {
+  if (__builtin_mul_overflow(*acc, factor, acc)) {
+    return opsi_fail(OPS_ERR_BAD_SIZE, "%s: %s: expected a product of at most 2^63 - 1, got more (a factor %lld)",
+                     v->fn, what, (long long)factor);
+  }
+  return OPS_OK;
+}
+
 ops_status opsi_check_extent(const opsi_vctx *v, const char *arg, const ops_tensor *t, int axis,
                              int64_t expected, const char *what) {
   if (t->shape[axis] != expected) {

@@ -54,6 +54,10 @@ ops_status opsi_check_dtype_eq(const opsi_vctx *v, const char *arg, const ops_te
 
 ops_status opsi_check_ndim(const opsi_vctx *v, const char *arg, const ops_tensor *t, int lo, int hi);
 
+/* *acc *= factor, or OPS_ERR_BAD_SIZE naming `what` when the product passes 2^63 - 1 (extents
+ * of a tensor that passed opsi_check_tensor can: an empty tensor's other extents are unbounded). */
+ops_status opsi_mul_size(const opsi_vctx *v, const char *what, int64_t *acc, int64_t factor);
+
 /* t->shape[axis] == expected; `what` names the axis and the source of the expectation. */
 ops_status opsi_check_extent(const opsi_vctx *v, const char *arg, const ops_tensor *t, int axis,
                              int64_t expected, const char *what);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -148,6 +149,19 @@ static void zero_size_calls_are_no_ops(void **state) {
   ops_handle_destroy(h);
 }
 
+/* An empty x (no columns) whose leading extents multiply past int64: a size error. */
+static void row_count_overflow_is_refused(void **state) {
+  (void)state;
+  ops_handle h = opst_cpu_handle();
+  const int64_t xs[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0}, st[3] = {1, 1, 1};
+  ops_tensor x, y;
+  OPST_OK(ops_tensor_init(&x, NULL, OPS_DTYPE_F32, ops_device_cpu(), 3, xs, st));
+  OPST_OK(ops_tensor_init(&y, NULL, OPS_DTYPE_F32, ops_device_cpu(), 3, xs, st));
+  assert_int_equal(ops_softmax(h, NULL, &x, &y, NULL, 0), OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "ops_softmax: x's leading extents (its rows): expected a product"));
+  ops_handle_destroy(h);
+}
+
 static int setup(void **state) {
   (void)state;
   opst_rng_init(&g_rng, opst_seed("rows_errors"));
@@ -161,6 +175,7 @@ int main(void) {
       cmocka_unit_test(call_faults),
       cmocka_unit_test(shape_dtype_alias_param_faults),
       cmocka_unit_test(zero_size_calls_are_no_ops),
+      cmocka_unit_test(row_count_overflow_is_refused),
   };
   return cmocka_run_group_tests_name("rows_errors", tests, setup, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -181,6 +182,29 @@ static void shape_dtype_alias_param_faults(void **state) {
   errs_run_cases(build, APPEND, &g_rng, append, ERRS_COUNT(append));
 }
 
+/* An empty cache (no KV heads) whose pages times page size pass int64 (described on a virtual
+ * Hopper): a size error. */
+static void cache_capacity_overflow_is_refused(void **state) {
+  (void)state;
+  ops_device_info info;
+  OPST_OK(ops_device_info_for_sm(90, &info));
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create_virtual(&h, &info));
+  const int64_t ks[3] = {1, 0, 8}, ss[1] = {1}, cs[4] = {(int64_t)1 << 33, (int64_t)1 << 31, 0, 8},
+                cst[4] = {1, 1, 1, 1};
+  ops_tensor k, slots, kc;
+  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 3, ks, NULL));
+  OPST_OK(ops_tensor_init(&slots, NULL, OPS_DTYPE_I32, ops_device_cuda(0), 1, ss, NULL));
+  OPST_OK(ops_tensor_init(&kc, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, cs, cst));
+  ops_tensor vc = kc;
+  ops_explain e;
+  e.struct_size = sizeof e;
+  const ops_status st = ops_kv_cache_append_explain(h, NULL, &k, &k, &slots, &kc, &vc, &e);
+  assert_int_equal(st, OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "the cache's capacity (k_cache's pages x page_size)"));
+  ops_handle_destroy(h);
+}
+
 static int setup(void **state) {
   (void)state;
   opst_rng_init(&g_rng, opst_seed("rope_errors"));
@@ -193,6 +217,7 @@ int main(void) {
       cmocka_unit_test(descriptor_faults),
       cmocka_unit_test(call_faults),
       cmocka_unit_test(shape_dtype_alias_param_faults),
+      cmocka_unit_test(cache_capacity_overflow_is_refused),
   };
   return cmocka_run_group_tests_name("rope_errors", tests, setup, NULL);
 }

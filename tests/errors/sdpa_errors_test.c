@@ -236,6 +236,32 @@ static void zero_size_call_is_a_no_op(void **state) {
   ops_handle_destroy(h);
 }
 
+/* A paged cache whose page size times the block table's width passes int64 (described on a
+ * virtual Hopper: the tensors are never allocated): a size error. */
+static void cache_capacity_overflow_is_refused(void **state) {
+  (void)state;
+  ops_device_info info;
+  OPST_OK(ops_device_info_for_sm(90, &info));
+  ops_handle v = NULL;
+  OPST_OK(ops_handle_create_virtual(&v, &info));
+  const int64_t qs[4] = {2, 1, 4, 8}, ks[4] = {1, (int64_t)1 << 33, 2, 8}, ls[1] = {2},
+                ts[2] = {2, (int64_t)1 << 31};
+  ops_tensor q, k, o, lens, table;
+  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+  OPST_OK(ops_tensor_init(&o, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+  OPST_OK(ops_tensor_init(&lens, NULL, OPS_DTYPE_I32, ops_device_cuda(0), 1, ls, NULL));
+  OPST_OK(ops_tensor_init(&table, NULL, OPS_DTYPE_I32, ops_device_cuda(0), 2, ts, NULL));
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.kv_lens = &lens, p.block_table = &table;
+  ops_explain e;
+  e.struct_size = sizeof e;
+  assert_int_equal(ops_sdpa_explain(v, &p, &q, &k, &k, &o, NULL, &e), OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "the cache's capacity (k's page_size x params->block_table's axis 1)"));
+  ops_handle_destroy(v);
+}
+
 static int setup(void **state) {
   (void)state;
   opst_rng_init(&g_rng, opst_seed("sdpa_errors"));
@@ -249,6 +275,7 @@ int main(void) {
       cmocka_unit_test(call_faults),
       cmocka_unit_test(shape_dtype_alias_param_workspace_faults),
       cmocka_unit_test(zero_size_call_is_a_no_op),
+      cmocka_unit_test(cache_capacity_overflow_is_refused),
       cmocka_unit_test(unused_pages_are_not_read),
   };
   return cmocka_run_group_tests_name("sdpa_errors", tests, setup, NULL);

@@ -48,20 +48,12 @@ static ops_status reduce_prepare(const opsi_vctx *v, const ops_reduce_params *pa
   int64_t y_shape[OPS_MAX_DIMS];
   int y_ndim = 0;
   /* the reduced count, checked: an empty x passes the element-count check however large its
-   * other extents are (a zero reduced extent makes the count 0) */
-  int reduces_empty = 0;
-  for (int i = 0; i < x->ndim; ++i) reduces_empty |= (axes & (1u << i)) && x->shape[i] == 0;
-  r->red_count = reduces_empty ? 0 : 1;
+   * other extents are */
+  OPSI_TRY(opsi_extent_product(v, "x: the reduced axes' extents", x, axes, &r->red_count));
   for (int i = 0; i < x->ndim; ++i) {
     if (axes & (1u << i)) {
       r->red_shape[r->red_ndim] = x->shape[i];
       r->red_x_strides[r->red_ndim++] = x->strides[i];
-      if (__builtin_mul_overflow(r->red_count, x->shape[i], &r->red_count)) {
-        return opsi_fail(OPS_ERR_BAD_SIZE,
-                         "%s: x: the reduced axes' extents: expected a product of at most 2^63 - 1, got more at "
-                         "axis %d (extent %lld)",
-                         v->fn, i, (long long)x->shape[i]);
-      }
       if (p.keepdim) y_shape[y_ndim++] = 1;
     } else {
       y_shape[y_ndim++] = x->shape[i];

@@ -48,14 +48,9 @@ static ops_status rows_common(const opsi_vctx *v, const char *xn, const ops_tens
   a->x = *x;
   a->y = *y;
   a->lead_ndim = x->ndim - 1;
-  int lead_empty = 0; /* a zero leading extent makes the row count 0 however large the others */
-  for (int i = 0; i < a->lead_ndim; ++i) lead_empty |= x->shape[i] == 0;
-  a->rows = lead_empty ? 0 : 1;
   snprintf(why, sizeof why, "%s's leading extents (its rows)", xn);
-  for (int i = 0; i < a->lead_ndim; ++i) {
-    a->lead_shape[i] = x->shape[i];
-    OPSI_TRY(opsi_mul_size(v, why, &a->rows, x->shape[i]));
-  }
+  OPSI_TRY(opsi_extent_product(v, why, x, (1u << a->lead_ndim) - 1u, &a->rows));
+  for (int i = 0; i < a->lead_ndim; ++i) a->lead_shape[i] = x->shape[i];
   a->cols = x->shape[x->ndim - 1];
   opsi_problem_init(pr, op, v->handle);
   pr->dtype = x->dtype;

@@ -144,6 +144,25 @@ ops_status opsi_mul_size(const opsi_vctx *v, const char *what, int64_t *acc, int
   return OPS_OK;
 }
 
+ops_status opsi_extent_product(const opsi_vctx *v, const char *what, const ops_tensor *t, uint32_t axes,
+                               int64_t *out) {
+  *out = 1;
+  for (int i = 0; i < t->ndim; ++i) {
+    if ((axes & (1u << i)) && t->shape[i] == 0) {
+      *out = 0;
+      return OPS_OK;
+    }
+  }
+  for (int i = 0; i < t->ndim; ++i) {
+    if ((axes & (1u << i)) && __builtin_mul_overflow(*out, t->shape[i], out)) {
+      return opsi_fail(OPS_ERR_BAD_SIZE,
+                       "%s: %s: expected a product of at most 2^63 - 1, got more at axis %d (extent %lld)", v->fn,
+                       what, i, (long long)t->shape[i]);
+    }
+  }
+  return OPS_OK;
+}
+
 ops_status opsi_check_extent(const opsi_vctx *v, const char *arg, const ops_tensor *t, int axis,
                              int64_t expected, const char *what) {
   if (t->shape[axis] != expected) {

@@ -58,6 +58,12 @@ ops_status opsi_check_ndim(const opsi_vctx *v, const char *arg, const ops_tensor
  * of a tensor that passed opsi_check_tensor can: an empty tensor's other extents are unbounded). */
 ops_status opsi_mul_size(const opsi_vctx *v, const char *what, int64_t *acc, int64_t factor);
 
+/* The product of t's extents on the axes in `axes` (bit i: axis i) into *out: 0 when one of them
+ * is 0 however large the others, else OPS_ERR_BAD_SIZE naming `what` and the axis where it
+ * passes 2^63 - 1. */
+ops_status opsi_extent_product(const opsi_vctx *v, const char *what, const ops_tensor *t, uint32_t axes,
+                               int64_t *out);
+
 /* t->shape[axis] == expected; `what` names the axis and the source of the expectation. */
 ops_status opsi_check_extent(const opsi_vctx *v, const char *arg, const ops_tensor *t, int axis,
                              int64_t expected, const char *what);

@@ -23,14 +23,6 @@ static ops_tensor desc(int32_t dtype, ops_device dev, int ndim, const int64_t *s
   return t;
 }
 
-static ops_handle virtual_handle(int sm) {
-  ops_device_info info;
-  OPST_OK(ops_device_info_for_sm(sm, &info));
-  ops_handle h = NULL;
-  OPST_OK(ops_handle_create_virtual(&h, &info));
-  return h;
-}
-
 static void check_renderings(const ops_explain *e, const char *const *needles) {
   char text[8192], json[8192];
   const size_t tn = ops_explain_to_text(e, text, sizeof text);
@@ -79,7 +71,7 @@ static void sdpa_on_the_cpu_and_on_described_gpus(void **state) {
   /* On a GPU: the Hopper kernel on sm_90, the sm_80-class one elsewhere, each in the head-dim
    * variant whose padding is least (128 for head_dim 128; 256 pads by x2 and costs more). */
   for (int sm = 80; sm <= 90; sm += 10) {
-    ops_handle v = virtual_handle(sm);
+    ops_handle v = opst_virtual_handle(sm);
     ops_tensor gq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs), gk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks);
     OPST_OK(ops_sdpa_explain(v, &p, &gq, &gk, &gk, &gq, NULL, &e));
     assert_true(e.chosen >= 0);
@@ -160,7 +152,7 @@ static void decode_against_a_paged_cache(void **state) {
   ops_explain e;
   e.struct_size = sizeof e;
   for (int sm = 80; sm <= 90; sm += 10) {
-    ops_handle v = virtual_handle(sm);
+    ops_handle v = opst_virtual_handle(sm);
     const ops_device dev = ops_device_cuda(0);
     ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
     ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls), table = desc(OPS_DTYPE_I32, dev, 2, ts);
@@ -187,7 +179,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
   const ops_device dev = ops_device_cuda(0);
   ops_explain e;
   e.struct_size = sizeof e;
-  ops_handle h90 = virtual_handle(90), h80 = virtual_handle(80);
+  ops_handle h90 = opst_virtual_handle(90), h80 = opst_virtual_handle(80);
   struct {
     int64_t m, n, k;
     int a_m_major, b_k_major;
@@ -360,7 +352,7 @@ static void virtual_handles_are_checked(void **state) {
  * cluster rule; the single-block Hopper rows and the Hopper GEMM rows print their plan. */
 static void launch_variants_are_rows_or_plans(void **state) {
   (void)state;
-  ops_handle v = virtual_handle(90);
+  ops_handle v = opst_virtual_handle(90);
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   ops_explain e;

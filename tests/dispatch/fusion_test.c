@@ -182,10 +182,7 @@ static void gemm_refusals_say_why(void **state) {
   ops_plan_destroy(plan);
   /* On a described sm_90 device, an f32 batch beyond the portable kernels' grid (65535)
    * has no CUDA kernel: the rule names the kernels' reasons. Descriptors only: nothing runs. */
-  ops_device_info info;
-  OPST_OK(ops_device_info_for_sm(90, &info));
-  ops_handle v = NULL;
-  OPST_OK(ops_handle_create_virtual(&v, &info));
+  ops_handle v = opst_virtual_handle(90);
   const int64_t bas[3] = {70000, 4, 8}, bds[3] = {70000, 4, 6};
   void *fake = (void *)(uintptr_t)4096;
   ops_tensor ca, cb, c1, c2, cbias;

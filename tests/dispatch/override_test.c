@@ -38,10 +38,7 @@ static void pins_by_name(void **state) {
 /* On a described GPU the pinned CPU kernel is the only candidate, and it cannot serve. */
 static void a_pinned_kernel_that_cannot_serve_fails_the_call(void **state) {
   (void)state;
-  ops_device_info info;
-  OPST_OK(ops_device_info_for_sm(90, &info));
-  ops_handle v = NULL;
-  OPST_OK(ops_handle_create_virtual(&v, &info));
+  ops_handle v = opst_virtual_handle(90);
   OPST_OK(ops_handle_pin_kernel(v, "cpu_rmsnorm_ref"));
   const int64_t xs[2] = {16, 4096}, ws[1] = {4096};
   ops_tensor x, w;

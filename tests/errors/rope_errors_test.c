@@ -186,10 +186,7 @@ static void shape_dtype_alias_param_faults(void **state) {
  * Hopper): a size error. */
 static void cache_capacity_overflow_is_refused(void **state) {
   (void)state;
-  ops_device_info info;
-  OPST_OK(ops_device_info_for_sm(90, &info));
-  ops_handle h = NULL;
-  OPST_OK(ops_handle_create_virtual(&h, &info));
+  ops_handle h = opst_virtual_handle(90);
   const int64_t ks[3] = {1, 0, 8}, ss[1] = {1}, cs[4] = {(int64_t)1 << 33, (int64_t)1 << 31, 0, 8},
                 cst[4] = {1, 1, 1, 1};
   ops_tensor k, slots, kc;

@@ -240,10 +240,7 @@ static void zero_size_call_is_a_no_op(void **state) {
  * virtual Hopper: the tensors are never allocated): a size error. */
 static void cache_capacity_overflow_is_refused(void **state) {
   (void)state;
-  ops_device_info info;
-  OPST_OK(ops_device_info_for_sm(90, &info));
-  ops_handle v = NULL;
-  OPST_OK(ops_handle_create_virtual(&v, &info));
+  ops_handle v = opst_virtual_handle(90);
   const int64_t qs[4] = {2, 1, 4, 8}, ks[4] = {1, (int64_t)1 << 33, 2, 8}, ls[1] = {2},
                 ts[2] = {2, (int64_t)1 << 31};
   ops_tensor q, k, o, lens, table;

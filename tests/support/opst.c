@@ -382,6 +382,14 @@ ops_handle opst_cpu_handle(void) {
   return h;
 }
 
+ops_handle opst_virtual_handle(int sm) {
+  ops_device_info info;
+  OPST_OK(ops_device_info_for_sm(sm, &info));
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create_virtual(&h, &info));
+  return h;
+}
+
 int opst_have_cuda(const char *suite) {
   const int n = ops_cuda_device_count();
   if (n == 0) {

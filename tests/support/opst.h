@@ -92,6 +92,9 @@ void *opst_workspace(size_t bytes);
 
 /* A CPU handle; fails the test when it cannot be created. */
 ops_handle opst_cpu_handle(void);
+/* A virtual handle describing the reference GPU of sm (ops_device_info_for_sm): explains and
+ * sizes workspaces, never runs; fails the test when it cannot be created. */
+ops_handle opst_virtual_handle(int sm);
 /* 1 when a CUDA device is usable; else prints why GPU tests are skipped. */
 int opst_have_cuda(const char *suite);
 

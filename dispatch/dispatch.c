@@ -340,6 +340,10 @@ static ops_status launch(const opsi_vctx *v, const opsi_problem *p, const opsi_k
   return st;
 }
 
+static _Thread_local int t_check_only;
+
+void opsi_set_check_only(int on) { t_check_only = on; }
+
 ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
                        void *workspace, size_t workspace_bytes) {
   if (v->mode == OPSI_EXPLAIN) {
@@ -374,6 +378,9 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
   }
   if (row->backend == OPS_DEVICE_CUDA) {
     OPSI_TRY(opsi_cuda_check_current(v->fn, v->handle->device.ordinal));
+  }
+  if (t_check_only) {
+    return opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p));
   }
   if (n >= 2) {
     int measured = 0;

@@ -49,6 +49,11 @@ ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_l
 ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
                        void *workspace, size_t workspace_bytes);
 
+/* While on (on this thread), OPSI_RUN calls stop after the checks of a run (validation, the
+ * kernel choice, the workspace) and return without running: ops_plan_execute checks every
+ * step before it runs the first. */
+void opsi_set_check_only(int on);
+
 /* The problem in words, for explain and messages: "sdpa bf16 -> bf16 on cuda sm_90: ...". */
 void opsi_describe_problem(const opsi_problem *p, char *buf, size_t n);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch/dispatch.h"
 #include "dispatch/fusion_internal.h"
 #include "runtime/error.h"
 #include "runtime/tensor_internal.h"
@@ -174,6 +175,21 @@ static ops_status copy_node(const ops_node *src, int k, opsi_pnode *dst) {
   return OPS_OK;
 }
 
+/* A node's descriptors and params, checked as its op checks them (explain's validation:
+ * everything but what needs memory), so that a malformed chain fails here with the op's
+ * own error rather than when the plan runs. */
+static ops_status check_node(ops_handle h, int k, opsi_call *c) {
+  ops_explain e;
+  e.struct_size = sizeof e;
+  const ops_status st = opsi_call_run(h, c, NULL, 0, NULL, &e);
+  if (st != OPS_OK) {
+    char why[OPSI_ERROR_MESSAGE_BYTES];
+    snprintf(why, sizeof why, "%s", ops_last_error());
+    return opsi_fail(st, "ops_fuse: nodes[%d]: %s", k, why);
+  }
+  return OPS_OK;
+}
+
 int opsi_plan_reads(const struct ops_plan_s *plan, int reader, int writer) {
   const ops_tensor *out = opsi_node_out(plan, writer);
   for (int i = 0; i < 2; ++i) {
@@ -298,7 +314,10 @@ ops_status ops_fuse(ops_handle handle, const ops_node *nodes, int count, uint32_
   plan->flags = flags;
   plan->n_nodes = count;
   for (int k = 0; k < count; ++k) {
-    const ops_status st = copy_node(&nodes[k], k, &plan->nodes[k]);
+    ops_status st = copy_node(&nodes[k], k, &plan->nodes[k]);
+    if (st == OPS_OK) {
+      st = check_node(handle, k, &plan->nodes[k].call);
+    }
     if (st != OPS_OK) {
       free(plan);
       return st;
@@ -359,6 +378,16 @@ ops_status ops_plan_execute(ops_handle handle, ops_plan plan, void *workspace, s
   if (plan == NULL) {
     return opsi_fail(OPS_ERR_NULL_POINTER, "ops_plan_execute: plan is NULL");
   }
+  /* every step checked before the first runs: a plan that fails writes nothing */
+  opsi_set_check_only(1);
+  for (int s = 0; s < plan->n_steps; ++s) {
+    const ops_status st = opsi_call_run(handle, &plan->steps[s].call, workspace, workspace_bytes, NULL, NULL);
+    if (st != OPS_OK) {
+      opsi_set_check_only(0);
+      return st;
+    }
+  }
+  opsi_set_check_only(0);
   for (int s = 0; s < plan->n_steps; ++s) {
     OPSI_TRY(opsi_call_run(handle, &plan->steps[s].call, workspace, workspace_bytes, NULL, NULL));
   }

@@ -100,7 +100,7 @@ static ops_status check_cache_contents(const opsi_vctx *v, const ops_sdpa_params
                        v->fn, (long long)b, (long long)capacity,
                        bt != NULL ? "pages a sequence times page_size" : "capacity, k's axis 1", (int)len);
     }
-    if (bt == NULL) continue;
+    if (bt == NULL || len == 0) continue; /* len <= capacity: the table has a page for each key */
     const int32_t *row = (const int32_t *)bt->data + b * bt->strides[0];
     for (int64_t pg = 0; pg * k->shape[1] < len; ++pg) {
       const int32_t id = row[pg * bt->strides[1]];
@@ -185,7 +185,9 @@ static int rows_aligned(const ops_tensor *t) {
   if (t->shape[3] > 1 && t->strides[3] != 1) return 0;
   if ((uintptr_t)t->data % 16 != 0) return 0;
   for (int i = 0; i < 3; ++i) {
-    if (t->shape[i] > 1 && (t->strides[i] * elem) % 16 != 0) return 0;
+    /* unsigned: an empty view's strides are unchecked, and the low bits of the product are
+     * the same modulo 2^64 */
+    if (t->shape[i] > 1 && ((uint64_t)t->strides[i] * (uint64_t)elem) % 16 != 0) return 0;
   }
   return 1;
 }
@@ -275,8 +277,8 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   }
   int64_t batch, capacity = 0;
   if (varlen) {
-    batch = p.cu_seqlens_q->ndim == 1 ? p.cu_seqlens_q->shape[0] - 1 : 0;
     OPSI_TRY(check_cu_seqlens(v, "params->cu_seqlens_q", p.cu_seqlens_q, -1, sq, p.max_seqlen_q, "max_seqlen_q"));
+    batch = p.cu_seqlens_q->shape[0] - 1; /* checked: one axis of at least one offset */
     if (cache && !paged) OPSI_TRY(opsi_check_extent(v, "k", k, 0, batch, "batch, from cu_seqlens_q"));
     if (cache && !paged) OPSI_TRY(opsi_check_extent(v, "v", val, 0, batch, "batch, from cu_seqlens_q"));
     if (!cache) {
@@ -371,6 +373,9 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   a->window_left = p.window_left;
   a->window_right = p.causal ? 0 : p.window_right;
 
+  int64_t tq = sq; /* query rows of the whole call (q may be empty in another axis) */
+  if (!varlen) OPSI_TRY(opsi_mul_size(v, "q: batch x seqlen_q", &tq, batch));
+
   opsi_problem_init(pr, OPS_OP_SDPA, v->handle);
   pr->dtype = q->dtype;
   pr->out_dtype = o->dtype;
@@ -381,7 +386,7 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   pr->dims[OPSI_SDPA_HKV] = hkv;
   pr->dims[OPSI_SDPA_D] = d;
   pr->dims[OPSI_SDPA_DV] = dv;
-  pr->dims[OPSI_SDPA_TQ] = varlen ? sq : batch * sq;
+  pr->dims[OPSI_SDPA_TQ] = tq;
   pr->extra[0] = a->window_left;
   pr->extra[1] = a->window_right;
   if (p.causal) pr->flags |= OPSI_F_CAUSAL;

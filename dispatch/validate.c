@@ -67,6 +67,10 @@ ops_status opsi_check_tensor(const opsi_vctx *v, const char *arg, const ops_tens
     return opsi_fail(OPS_ERR_DTYPE_MISMATCH, "%s: %s: dtype: expected an ops_dtype value, got %d",
                      v->fn, arg, (int)t->dtype);
   }
+  if (t->reserved != 0) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT, "%s: %s: reserved: expected 0 (fill it with ops_tensor_init), got %d",
+                     v->fn, arg, (int)t->reserved);
+  }
   if (t->ndim < 0 || t->ndim > OPS_MAX_DIMS) {
     return opsi_fail(OPS_ERR_BAD_NDIM, "%s: %s: ndim: expected 0..%d, got %d", v->fn, arg,
                      OPS_MAX_DIMS, (int)t->ndim);

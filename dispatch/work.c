@@ -8,10 +8,15 @@
 
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
+static int64_t add_sat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 /* sum_{i=0}^{n-1} clamp(c + i, lo, hi), in O(1). */
 static double sum_clamp(int64_t c, int64_t n, int64_t lo, int64_t hi) {
   if (n <= 0) return 0.0;
-  const int64_t first = c, last = c + n - 1;
+  const int64_t first = c, last = add_sat(c, n - 1);
   double total = 0.0;
   /* below lo */
   const int64_t below = clamp64(lo - first, 0, n);
@@ -31,8 +36,8 @@ static double sum_clamp(int64_t c, int64_t n, int64_t lo, int64_t hi) {
 /* (query, key) pairs that attention computes per batch and head: key j is visible to query
  * i when i + d - left <= j <= i + d + right, d = sk - sq (bottom-right aligned). */
 static double visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right) {
-  const int64_t d = sk - sq;
   const int64_t big = INT64_MAX / 4;
+  const int64_t d = clamp64(sk - sq, -big, big); /* sk, sq >= 0: the difference fits */
   const int64_t r = right < 0 ? big : right, l = left < 0 ? big : left;
   /* upper bound of row i: clamp(i + d + r + 1, 0, sk); lower: clamp(i + d - l, 0, sk) */
   const double hi = sum_clamp(clamp64(d + r + 1, -big, big), sq, 0, sk);

@@ -292,8 +292,13 @@ ops_status ops_tensor_init(ops_tensor *t, void *data, ops_dtype dtype, ops_devic
       r.strides[i] = strides[i];
     } else {
       r.strides[i] = step;
-      /* numel fits in int64, so a running product of extents does too (0 extents aside). */
-      step *= shape[i] > 0 ? shape[i] : 1;
+      /* a nonempty shape's product fits (numel does); an empty one's other extents may not */
+      if (i > 0 && __builtin_mul_overflow(step, shape[i] > 0 ? shape[i] : 1, &step)) {
+        char dims[256];
+        return opsi_fail(OPS_ERR_BAD_SIZE,
+                         "ops_tensor_init: shape: expected extents whose contiguous strides fit in int64 "
+                         "(the product of the nonzero ones), got %s", opsi_format_dims(ndim, shape, dims, sizeof dims));
+      }
     }
   }
   int64_t lo, hi;
@@ -317,12 +322,18 @@ int ops_tensor_is_contiguous(const ops_tensor *t) {
   if (t == NULL || t->ndim < 0 || t->ndim > OPS_MAX_DIMS) {
     return 0;
   }
+  /* step: the stride axis i needs; once the extents' product overflows, no stride can be
+   * it, and only extents of 1 remain possible */
   int64_t step = 1;
+  int overflowed = 0;
   for (int i = t->ndim - 1; i >= 0; --i) {
-    if (t->shape[i] != 1 && t->strides[i] != step) {
+    if (t->shape[i] < 0) {
       return 0;
     }
-    step *= t->shape[i];
+    if (t->shape[i] != 1 && (overflowed || t->strides[i] != step)) {
+      return 0;
+    }
+    overflowed |= __builtin_mul_overflow(step, t->shape[i], &step);
   }
   return 1;
 }

@@ -84,6 +84,8 @@ OPS_API ops_status ops_fuse(ops_handle handle, const ops_node *nodes, int count,
                             ops_plan *out);
 
 /* Runs the plan's steps in order on the handle's stream; one workspace serves every step.
+ * Every step is checked before the first one runs, so a plan that fails its checks writes
+ * nothing (a CUDA error at a later step's launch can still follow earlier steps' writes).
  * Errors: as the ops it runs. */
 OPS_API ops_status ops_plan_execute(ops_handle handle, ops_plan plan, void *workspace,
                                     size_t workspace_bytes);

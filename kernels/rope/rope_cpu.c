@@ -59,10 +59,12 @@ ops_status opsi_rope_cpu(const opsi_launch *ctx, const void *argp) {
       for (int k = 0; k < a->n_streams; ++k) {
         const opsi_rope_stream *st = &a->s[k];
         const int64_t in_off = b * st->in.strides[0] + s * st->in.strides[1];
-        int64_t out_off = b * st->out.strides[0] + s * st->out.strides[1];
-        if (st->to_slots) {
+        int64_t out_off;
+        if (st->to_slots) { /* the cache's axes are pages and rows, not the tokens' */
           if (slot < 0 || slot >= a->capacity) continue;
           out_off = slot / a->page_size * st->out.strides[0] + slot % a->page_size * st->out.strides[1];
+        } else {
+          out_off = b * st->out.strides[0] + s * st->out.strides[1];
         }
         copy_token(a, st, in_off, out_off, position);
       }

@@ -148,6 +148,13 @@ static void tensor_init_checks_what_it_can(void **state) {
   const int64_t stride[1] = {8};
   assert_int_equal(ops_tensor_init(&t, NULL, OPS_DTYPE_F32, ops_device_cpu(), 1, big, stride), OPS_ERR_BAD_SIZE);
   assert_non_null(strstr(ops_last_error(), "byte span"));
+  /* empty: numel is 0, but the contiguous strides of the other extents must still fit */
+  const int64_t empty_huge[4] = {2, 4, INT64_MAX / 2, 0}; /* axis 0's stride would be 4 x (2^62 - 1) */
+  assert_int_equal(ops_tensor_init(&t, NULL, OPS_DTYPE_F32, ops_device_cpu(), 4, empty_huge, NULL), OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "contiguous strides"));
+  const int64_t empty_fits[3] = {INT64_MAX / 2, 4, 0}; /* strides 4, 1, 1: the outer extent multiplies none */
+  assert_int_equal(ops_tensor_init(&t, NULL, OPS_DTYPE_F32, ops_device_cpu(), 3, empty_fits, NULL), OPS_OK);
+  assert_int_equal(t.strides[0], 4);
 
   float data[12];
   assert_int_equal(ops_tensor_init(&t, data, OPS_DTYPE_F32, ops_device_cpu(), 2, shape, NULL), OPS_OK);

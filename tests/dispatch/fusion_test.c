@@ -170,10 +170,38 @@ static void gemm_refusals_say_why(void **state) {
   expect_decision(plan, "gemm_bias", OPS_FUSE_PARAMS, "its own epilogue");
   ops_plan_destroy(plan);
   n[0].params = NULL;
-  n[1].in[1] = &bias16.t; /* an f16 bias for an f32 output */
-  plan = plan_of(n, 2, 0);
-  expect_decision(plan, "gemm_bias", OPS_FUSE_DTYPE, "f16");
-  ops_plan_destroy(plan);
+  n[1].in[1] = &bias16.t; /* an f16 bias for an f32 output: the add itself is malformed */
+  plan = (ops_plan)1;
+  assert_int_equal(ops_fuse(g_h, n, 2, 0, &plan), OPS_ERR_DTYPE_MISMATCH);
+  assert_null(plan);
+  assert_non_null(strstr(ops_last_error(), "ops_fuse: nodes[1]: ops_binary"));
+  /* valid nodes whose fused form would mix dtypes: bf16 Q and K, an f32 V after the f32 scores */
+  {
+    const int64_t qs[3] = {2, 3, 8}, ks[3] = {2, 5, 8}, ss[3] = {2, 3, 5}, vs3[3] = {2, 5, 4}, os[3] = {2, 3, 4};
+    opst_tensor q, k, s1, s2, p, v, o;
+    opst_alloc(&q, &g_rng, OPS_DTYPE_BF16, 3, qs, OPST_CONTIGUOUS);
+    opst_alloc(&k, &g_rng, OPS_DTYPE_BF16, 3, ks, OPST_CONTIGUOUS);
+    opst_alloc(&s1, &g_rng, OPS_DTYPE_F32, 3, ss, OPST_CONTIGUOUS);
+    opst_alloc(&s2, &g_rng, OPS_DTYPE_F32, 3, ss, OPST_CONTIGUOUS);
+    opst_alloc(&p, &g_rng, OPS_DTYPE_F32, 3, ss, OPST_CONTIGUOUS);
+    opst_alloc(&v, &g_rng, OPS_DTYPE_F32, 3, vs3, OPST_CONTIGUOUS);
+    opst_alloc(&o, &g_rng, OPS_DTYPE_F32, 3, os, OPST_CONTIGUOUS);
+    const int perm[3] = {0, 2, 1};
+    ops_tensor kt;
+    OPST_OK(ops_tensor_permute(&k.t, perm, &kt));
+    ops_scale_params sc;
+    ops_scale_params_init(&sc);
+    ops_node m[4];
+    for (int i = 0; i < 4; ++i) ops_node_init(&m[i]);
+    m[0].op = OPS_OP_GEMM, m[0].in[0] = &q.t, m[0].in[1] = &kt, m[0].out = &s1.t;
+    m[1].op = OPS_OP_SCALE, m[1].params = &sc, m[1].in[0] = &s1.t, m[1].out = &s2.t;
+    m[2].op = OPS_OP_SOFTMAX, m[2].in[0] = &s2.t, m[2].out = &p.t;
+    m[3].op = OPS_OP_GEMM, m[3].in[0] = &p.t, m[3].in[1] = &v.t, m[3].out = &o.t;
+    plan = plan_of(m, 4, 0);
+    expect_decision(plan, "attention_scale", OPS_FUSE_DTYPE, "one dtype");
+    ops_plan_destroy(plan);
+    opst_free(&q), opst_free(&k), opst_free(&s1), opst_free(&s2), opst_free(&p), opst_free(&v), opst_free(&o);
+  }
   n[1].in[1] = &bias.t;
   n[1].in[0] = &bias.t; /* the add reads neither of its inputs from the GEMM */
   n[1].in[1] = &bias.t;
@@ -430,6 +458,52 @@ static void bad_chains_are_rejected(void **state) {
   assert_int_equal(ops_fuse(g_h, NULL, 1, 0, &plan), OPS_ERR_NULL_POINTER);
 }
 
+/* A malformed descriptor fails ops_fuse with the op's own error; a plan whose later step
+ * fails its checks writes nothing, not even the steps before it. */
+static void plans_check_before_they_write(void **state) {
+  (void)state;
+  const int64_t xs[2] = {5, 12}, ws[1] = {12};
+  opst_tensor x, y1, y2, w;
+  opst_alloc(&x, &g_rng, OPS_DTYPE_F32, 2, xs, OPST_CONTIGUOUS);
+  opst_alloc(&y1, &g_rng, OPS_DTYPE_F32, 2, xs, OPST_CONTIGUOUS);
+  opst_alloc(&y2, &g_rng, OPS_DTYPE_F32, 2, xs, OPST_CONTIGUOUS);
+  opst_alloc(&w, &g_rng, OPS_DTYPE_F32, 1, ws, OPST_CONTIGUOUS);
+  opst_fill_uniform(&x, &g_rng, -1, 1);
+  opst_fill_uniform(&w, &g_rng, -1, 1);
+  ops_unary_params up;
+  ops_unary_params_init(&up);
+  up.fn = OPS_ACT_RELU;
+  ops_node nodes[2];
+  ops_node_init(&nodes[0]);
+  ops_node_init(&nodes[1]);
+  nodes[0].op = OPS_OP_UNARY, nodes[0].params = &up, nodes[0].in[0] = &x.t, nodes[0].out = &y1.t;
+  nodes[1].op = OPS_OP_RMSNORM, nodes[1].in[0] = &y1.t, nodes[1].in[1] = &w.t, nodes[1].out = &y2.t;
+
+  ops_plan plan = (ops_plan)1;
+  y2.t.reserved = 3;
+  assert_int_equal(ops_fuse(g_h, nodes, 2, 0, &plan), OPS_ERR_INVALID_ARGUMENT);
+  assert_null(plan);
+  assert_non_null(strstr(ops_last_error(), "ops_fuse: nodes[1]: ops_rmsnorm_explain: y: reserved"));
+  y2.t.reserved = 0;
+
+  w.t.data = NULL; /* ops_fuse reads descriptors only; running needs the weight */
+  plan = plan_of(nodes, 2, 0);
+  assert_int_equal(ops_plan_step_count(plan), 2);
+  opst_snapshot(&x);
+  opst_snapshot(&y1);
+  opst_snapshot(&y2);
+  assert_int_equal(ops_plan_execute(g_h, plan, NULL, 0), OPS_ERR_NULL_POINTER);
+  assert_non_null(strstr(ops_last_error(), "weight"));
+  assert_true(opst_untouched(&x));
+  assert_true(opst_untouched(&y1)); /* the first step did not run */
+  assert_true(opst_untouched(&y2));
+  ops_plan_destroy(plan);
+  opst_free(&x);
+  opst_free(&y1);
+  opst_free(&y2);
+  opst_free(&w);
+}
+
 /* Last: the elementwise-chain kernel exercised every feature its row claims. */
 static void claimed_features_are_exercised(void **state) {
   (void)state;
@@ -458,6 +532,7 @@ int main(void) {
       cmocka_unit_test(attention_chain_becomes_sdpa),
       cmocka_unit_test(random_chains_equal_unfused),
       cmocka_unit_test(bad_chains_are_rejected),
+      cmocka_unit_test(plans_check_before_they_write),
       cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("fusion", tests, setup, teardown);

@@ -130,6 +130,7 @@ static void fault_overflow(errs_fixture *f) {
   t->strides[0] = 4;
 }
 static void fault_struct_size(errs_fixture *f) { target(f)->struct_size = 0; }
+static void fault_reserved(errs_fixture *f) { target(f)->reserved = 5; }
 static void fault_device(errs_fixture *f) { target(f)->device = ops_device_cuda(0); }
 static void fault_unknown_device(errs_fixture *f) { target(f)->device.type = 7; }
 static void fault_misaligned(errs_fixture *f) {
@@ -174,6 +175,7 @@ void errs_run_descriptor_faults(errs_build_fn build, int variant, opst_rng *r) {
       CHECK("overflowing size", fault_overflow, OPS_ERR_BAD_SIZE, names[i], "int64");
     }
     CHECK("struct_size 0", fault_struct_size, OPS_ERR_STRUCT_SIZE, names[i], "struct_size", "got 0");
+    CHECK("reserved 5", fault_reserved, OPS_ERR_INVALID_ARGUMENT, names[i], "reserved: expected 0", "got 5");
     CHECK("on cuda:0", fault_device, OPS_ERR_DEVICE_MISMATCH, names[i], "expected cpu", "got cuda:0");
     CHECK("unknown device", fault_unknown_device, OPS_ERR_DEVICE_MISMATCH, names[i], "got device type 7");
     CHECK("misaligned data", fault_misaligned, OPS_ERR_MISALIGNED, names[i], "aligned to", "got 0x");

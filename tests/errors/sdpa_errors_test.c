@@ -259,6 +259,23 @@ static void cache_capacity_overflow_is_refused(void **state) {
   ops_handle_destroy(v);
 }
 
+/* An empty q (head dim 0) whose batch times query rows passes int64: a size error, not an
+ * overflowing row count in the dispatcher. */
+static void query_rows_overflow_is_refused(void **state) {
+  (void)state;
+  ops_handle v = opst_virtual_handle(90);
+  const int64_t qs[4] = {3, INT64_MAX / 2, 1, 0}, ks[4] = {3, 16, 1, 0};
+  ops_tensor q, k, o;
+  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, (const int64_t[]){0, 0, 0, 1}));
+  OPST_OK(ops_tensor_init(&o, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, (const int64_t[]){0, 0, 0, 1}));
+  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+  ops_explain e;
+  e.struct_size = sizeof e;
+  assert_int_equal(ops_sdpa_explain(v, NULL, &q, &k, &k, &o, NULL, &e), OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "batch x seqlen_q"));
+  ops_handle_destroy(v);
+}
+
 static int setup(void **state) {
   (void)state;
   opst_rng_init(&g_rng, opst_seed("sdpa_errors"));
@@ -273,6 +290,7 @@ int main(void) {
       cmocka_unit_test(shape_dtype_alias_param_workspace_faults),
       cmocka_unit_test(zero_size_call_is_a_no_op),
       cmocka_unit_test(cache_capacity_overflow_is_refused),
+      cmocka_unit_test(query_rows_overflow_is_refused),
       cmocka_unit_test(unused_pages_are_not_read),
   };
   return cmocka_run_group_tests_name("sdpa_errors", tests, setup, NULL);

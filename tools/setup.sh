@@ -2,7 +2,8 @@
 # Installs what building and testing opslib needs, from Debian's packages, when missing:
 # Bazel (bazel-bootstrap, which runs fully offline with third_party/'s stand-ins), cmocka
 # (tests), DLPack headers, Google Benchmark, NumPy and pytest for Debian's python3 (the
-# Python binding's tests). The CUDA toolkit must be at /usr/local/cuda.
+# Python binding's tests), clang with libFuzzer (the fuzz target, tests/fuzz). The CUDA
+# toolkit must be at /usr/local/cuda.
 set -eu
 
 need=""
@@ -11,6 +12,9 @@ command -v bazel >/dev/null 2>&1 || need="$need bazel-bootstrap"
 [ -f /usr/include/dlpack/dlpack.h ] || need="$need libdlpack-dev"
 [ -f /usr/include/benchmark/benchmark.h ] || need="$need libbenchmark-dev"
 command -v g++ >/dev/null 2>&1 || need="$need g++"
+# the fuzz target (tests/fuzz): clang with libFuzzer and the sanitizer runtimes
+command -v clang >/dev/null 2>&1 || need="$need clang"
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"
 # the Python binding's tests run on Debian's python3 (python/run_pytest.sh)
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
 /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need="$need python3-pytest"

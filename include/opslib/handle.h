@@ -7,8 +7,15 @@
  * host synchronization and no allocation, so ops can be captured into a CUDA graph.
  * On the CPU, ops run synchronously on the calling thread.
  *
- * Thread-safety: ops may be called with one handle from several threads at once. The
- * setters (stream, math mode, determinism) must not race with ops on the same handle.
+ * Thread-safety: ops, their workspace queries and explain, ops_fuse and ops_plan_execute
+ * may be called with one handle from several threads at once (its plan cache and profiler
+ * are shared safely); separate handles share nothing. Everything that changes a handle must
+ * not race with ops on it: the setters (stream, math mode, determinism, autotune, tune
+ * cache, profiler), ops_handle_pin_kernel and ops_handle_destroy. A profiler callback runs
+ * on the thread of the op that recorded it (or of ops_handle_flush_profiler), possibly on
+ * several threads at once. A plan may be executed from several threads at once only when
+ * their calls write different memory, as for any op. ops_last_error() is per thread.
+ * (tests/soak/thread_soak_test holds the library to this under ThreadSanitizer.)
  */
 #ifndef OPSLIB_HANDLE_H_
 #define OPSLIB_HANDLE_H_

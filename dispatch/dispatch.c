@@ -288,12 +288,25 @@ static ops_status explain(const opsi_vctx *v, const opsi_problem *p, int empty) 
   return OPS_OK;
 }
 
+static _Thread_local int t_fail_launches;
+
+void opsi_fail_next_cuda_launches(int n) { t_fail_launches = n; }
+
 ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_launch *ctx, const void *args) {
   memset(&ctx->info->error, 0, sizeof ctx->info->error);
+  if (row->backend == OPS_DEVICE_CUDA && t_fail_launches > 0) {
+    --t_fail_launches;
+    opsi_cuda_launch_invalid(ctx->stream);
+    return opsi_cuda_check_launch(fn);
+  }
   const ops_status st = row->launch(ctx, args);
   if (st != OPS_OK) {
     const opsi_launch_error *e = &ctx->info->error;
     if (e->what == NULL) return st; /* a CPU launcher, which wrote its message */
+    if (e->code != 0 && row->backend == OPS_DEVICE_CUDA && strcmp(e->what, "launch") == 0) {
+      return opsi_fail(st, "%s: %s: launch: %s (%s, error %d)", fn, row->name, e->detail ? e->detail : "failed",
+                       opsi_cuda_error_name(e->code), (int)e->code);
+    }
     if (e->code != 0) {
       return opsi_fail(st, "%s: %s: %s: %s (error %d)", fn, row->name, e->what, e->detail ? e->detail : "failed",
                        (int)e->code);

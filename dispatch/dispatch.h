@@ -49,6 +49,11 @@ ops_status opsi_run_row(const char *fn, const opsi_kernel_row *row, const opsi_l
 ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *args, int empty,
                        void *workspace, size_t workspace_bytes);
 
+/* For the tests of the CUDA error path (tests/gpu): the next n CUDA launches on this thread
+ * are replaced by a launch of a probe kernel with an invalid configuration, a real and
+ * non-sticky CUDA error, which the op reports as any failed launch. */
+void opsi_fail_next_cuda_launches(int n);
+
 /* While on (on this thread), OPSI_RUN calls stop after the checks of a run (validation, the
  * kernel choice, the workspace) and return without running: ops_plan_execute checks every
  * step before it runs the first. */

@@ -73,6 +73,8 @@ ops_status opsi_cuda_check_launch(const char *what) {
   return OPS_OK;
 }
 
+const char *opsi_cuda_error_name(int code) { return cudaGetErrorName((cudaError_t)code); }
+
 ops_status opsi_cuda_check_current(const char *what, int ordinal) {
   int current = -1;
   const cudaError_t err = cudaGetDevice(&current);

@@ -17,4 +17,12 @@ ops_status opsi_cuda_check_launch(const char *what);
 /* The calling thread's current CUDA device is `ordinal` (ops launch there). */
 ops_status opsi_cuda_check_current(const char *what, int ordinal);
 
+/* cudaGetErrorName of a CUDA runtime error number ("cudaErrorIllegalAddress"). */
+const char *opsi_cuda_error_name(int code);
+
+/* Launches the code probe (cuda_probe.cu) with 2048 threads a block on `stream` (a
+ * cudaStream_t): an invalid configuration, left for the next cudaGetLastError. For tests of
+ * the launch error path (opsi_fail_next_cuda_launches). */
+void opsi_cuda_launch_invalid(void *stream);
+
 #endif /* OPSLIB_RUNTIME_CUDA_DEVICE_H_ */

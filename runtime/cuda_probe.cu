@@ -22,3 +22,9 @@ extern "C" int opsi_cuda_probe_code_sm(int ordinal, int *code_sm) {
   if (previous != ordinal) cudaSetDevice(previous);
   return (int)err;
 }
+
+/* An invalid configuration (more threads a block than any GPU allows), for the tests of
+ * the launch error path: the error is left for cudaGetLastError. */
+extern "C" void opsi_cuda_launch_invalid(void *stream) {
+  opsi_probe_kernel<<<1, 2048, 0, (cudaStream_t)stream>>>();
+}

@@ -10,3 +10,12 @@ extern "C" int opst_gpu_affine(const float *x, float *y, int n, float a, float b
   affine_kernel<<<(n + 255) / 256, 256, 0, (cudaStream_t)stream>>>(x, y, n, a, b);
   return (int)cudaGetLastError();
 }
+
+// A kernel that traps: the sticky error a faulting kernel leaves in the context, for the
+// CUDA fault cases of gpu_soak_test (which run it in a child process of their own).
+static __global__ void trap_kernel() { asm volatile("trap;"); }
+
+extern "C" int opst_gpu_trap(void *stream) {
+  trap_kernel<<<1, 1, 0, (cudaStream_t)stream>>>();
+  return (int)cudaGetLastError();
+}

@@ -42,7 +42,7 @@ static inline int key_visible(const opsi_sdpa_args *a, int64_t i, int64_t j, int
 ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
   const opsi_sdpa_args *a = (const opsi_sdpa_args *)argp;
   double *scores = (double *)ctx->workspace;
-  double *acc = scores + a->seqlen_k;
+  double *acc = scores != NULL ? scores + a->seqlen_k : NULL; /* no workspace: no keys, no value dims */
   const int64_t group = a->heads_q / a->heads_kv;
 
   for (int64_t b = 0; b < a->batch; ++b) {

@@ -11,7 +11,7 @@
  * after every call; AddressSanitizer and UBSan, with the library's C sources instrumented
  * too, catch the rest.
  *
- * Build and run: tests/fuzz/README.md.
+ * Build, run, replay: tests/fuzz/README.md.
  */
 #include <dlpack/dlpack.h>
 #include <stdio.h>

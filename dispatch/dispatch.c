@@ -396,6 +396,13 @@ ops_status opsi_finish(const opsi_vctx *v, const opsi_problem *p, const void *ar
     return opsi_check_workspace(v, workspace, workspace_bytes, row_workspace(row, p));
   }
   if (n >= 2) {
+    /* measuring runs candidates, which write the outputs: the workspace argument itself is
+     * checked first, so that a call it fails writes nothing */
+    OPSI_TRY(opsi_check_workspace(v, workspace, workspace_bytes, 0));
+    if (workspace_bytes > 0 && (uintptr_t)workspace % 16 != 0) {
+      return opsi_fail(OPS_ERR_MISALIGNED, "%s: workspace: expected an address aligned to 16 bytes, got %p", v->fn,
+                       workspace);
+    }
     int measured = 0;
     OPSI_TRY(opsi_tune_measure(v, p, ranked, n, args, workspace, workspace_bytes, &row, &measured));
     choice = measured ? OPS_CHOICE_MEASURED : OPS_CHOICE_MODEL;

@@ -175,12 +175,20 @@ static ops_status rope_entry(const opsi_vctx *vc, const ops_rope_params *params,
   a.rotary_dim = rotary;
   frequencies(&p, rotary, a.inv_freq);
 
+  /* an empty q or k may carry extents whose products or sums pass int64 */
+  int64_t tokens = a.batch, heads;
+  OPSI_TRY(opsi_mul_size(vc, "q: tokens (batch x seqlen)", &tokens, a.seq));
+  if (__builtin_add_overflow(a.s[0].in.shape[2], p.k != NULL ? a.s[1].in.shape[2] : 0, &heads)) {
+    return opsi_fail(OPS_ERR_BAD_SIZE, "%s: params->k: heads: expected q's heads plus k's at most 2^63 - 1, got more",
+                     vc->fn);
+  }
+
   opsi_problem pr;
   opsi_problem_init(&pr, OPS_OP_ROPE, vc->handle);
   pr.dtype = pr.out_dtype = q->dtype;
   pr.variant = p.style;
-  pr.dims[OPSI_ROPE_TOKENS] = a.batch * a.seq;
-  pr.dims[OPSI_ROPE_HEADS] = a.s[0].in.shape[2] + (p.k != NULL ? a.s[1].in.shape[2] : 0);
+  pr.dims[OPSI_ROPE_TOKENS] = tokens;
+  pr.dims[OPSI_ROPE_HEADS] = heads;
   pr.dims[OPSI_ROPE_D] = head_dim;
   pr.dims[OPSI_ROPE_ROTARY] = rotary;
   for (int s = 0; s < a.n_streams; ++s) {

@@ -20,7 +20,8 @@
 # 168 s, gemm_tf32 60 s, gemm_many_tiles 30 s, sdpa 74 s, and of rows*, reductions,
 # elementwise*, dropout*, every* and sdpa_* together about 200 s. Since the split-KV tests
 # (2026-11-24) racecheck of every sdpa* test takes more than 330 s (sdpa_kv_cache alone 66 s):
-# give it its own call. Three calls cover the rest:
+# give it its own call. Since gpu_soak_test (2026-11-24: 35 s plainly, 25 s under the two
+# sanitizers) others takes about 170 s. Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \
 #           ops-racecheck='elementwise*' ops-racecheck='dropout*'

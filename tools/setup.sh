@@ -2,8 +2,8 @@
 # Installs what building and testing opslib needs, from Debian's packages, when missing:
 # Bazel (bazel-bootstrap, which runs fully offline with third_party/'s stand-ins), cmocka
 # (tests), DLPack headers, Google Benchmark, NumPy and pytest for Debian's python3 (the
-# Python binding's tests), clang with libFuzzer (the fuzz target, tests/fuzz). The CUDA
-# toolkit must be at /usr/local/cuda.
+# Python binding's tests), clang with libFuzzer (the fuzz target, tests/fuzz), cmake (the
+# install test's CMake consumer). The CUDA toolkit must be at /usr/local/cuda.
 set -eu
 
 need=""
@@ -12,6 +12,8 @@ command -v bazel >/dev/null 2>&1 || need="$need bazel-bootstrap"
 [ -f /usr/include/dlpack/dlpack.h ] || need="$need libdlpack-dev"
 [ -f /usr/include/benchmark/benchmark.h ] || need="$need libbenchmark-dev"
 command -v g++ >/dev/null 2>&1 || need="$need g++"
+# the install test's CMake consumer (tests/install)
+command -v cmake >/dev/null 2>&1 || need="$need cmake"
 # the fuzz target (tests/fuzz): clang with libFuzzer and the sanitizer runtimes
 command -v clang >/dev/null 2>&1 || need="$need clang"
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need="$need libclang-rt-dev"

@@ -297,6 +297,11 @@ static int geometry(const ops_tensor *t, int64_t *numel, int64_t *lo, int64_t *h
   return 1;
 }
 
+/* lo <= 0 <= hi: bounded on each side first, so that hi - lo cannot overflow */
+static int small_span(int64_t lo, int64_t hi) {
+  return lo >= -FZ_MAX_SPAN_BYTES && hi <= FZ_MAX_SPAN_BYTES && hi - lo <= FZ_MAX_SPAN_BYTES;
+}
+
 static uint64_t g_rng;
 
 static uint32_t next_rand(void) {
@@ -387,7 +392,7 @@ static void give_memory(fz *f, fz_operand *o) {
     o->t.data = fz_one_in(f, 2) ? NULL : new_region(16);
     return;
   }
-  if (numel > FZ_MAX_NUMEL || hi - lo > FZ_MAX_SPAN_BYTES) {
+  if (numel > FZ_MAX_NUMEL || !small_span(lo, hi)) {
     o->t.data = NULL;
     return;
   }
@@ -426,7 +431,7 @@ void fz_place(fz *f, fz_operand *ops, int count) {
      * that an accepted input alias cannot make the harness itself read out of bounds */
     int64_t numel, lo, hi;
     const region *r = src->t.data != NULL ? region_of(src->t.data) : NULL;
-    if (r != NULL && geometry(&o->t, &numel, &lo, &hi) && numel > 0 && numel <= FZ_MAX_NUMEL) {
+    if (r != NULL && geometry(&o->t, &numel, &lo, &hi) && numel > 0 && numel <= FZ_MAX_NUMEL && small_span(lo, hi)) {
       const uint8_t *start = r->block + FZ_GUARD;
       const uint8_t *d = (const uint8_t *)src->t.data;
       if (d + lo >= start && d + hi <= start + r->body) {
@@ -442,7 +447,7 @@ void fz_place(fz *f, fz_operand *ops, int count) {
 
 static void mark_output(const ops_tensor *t) {
   int64_t numel, lo, hi;
-  if (t->data == NULL || !geometry(t, &numel, &lo, &hi) || numel == 0 || numel > FZ_MAX_NUMEL) {
+  if (t->data == NULL || !geometry(t, &numel, &lo, &hi) || numel == 0 || numel > FZ_MAX_NUMEL || !small_span(lo, hi)) {
     return;
   }
   region *r = region_of(t->data);

@@ -13,10 +13,13 @@
  *
  * Build, run, replay: tests/fuzz/README.md.
  */
+#define _POSIX_C_SOURCE 200809L /* getpid */
+
 #include <dlpack/dlpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opslib/dlpack.h"
 #include "opslib/opslib.h"
@@ -638,7 +641,7 @@ static void fuzz_fuse(ctx *c) {
     ops_node_init(n);
     n->in[0] = prev;
     n->out = opt(&o[T_X0 + count]);
-    switch (fz_range(f, 0, 6)) {
+    switch (fz_range(f, 0, 7)) {
       case 0: n->op = OPS_OP_UNARY; n->params = &up; break;
       case 1: n->op = OPS_OP_BINARY; n->params = &bp; n->in[1] = opt(&o[T_BIAS]); break;
       case 2: n->op = OPS_OP_SCALE; n->params = &sp; break;
@@ -830,13 +833,71 @@ static void fuzz_catalog(ctx *c) {
 
 /* ---- handles --------------------------------------------------------------------------------- */
 
+/* A tune cache file from the input: this build's header (as the handle writes it), entry lines
+ * built from the input's bytes (real kernel names or junk, odd counts and times, hex keys whose
+ * first word names an op), and a correct end line (count, FNV-1a checksum), so the parser reads
+ * the entries rather than stopping at the checksum; sometimes the checksum or end line is off. */
+static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ (unsigned char)s[i]) * 0x100000001B3ull;
+  return h;
+}
+
+static ops_status tune_file(ctx *c) {
+  fz *f = c->f;
+  char path[96];
+  snprintf(path, sizeof path, "/tmp/ops_fuzz_tune_%ld", (long)getpid());
+  remove(path);
+  ops_status st = ops_handle_set_tune_cache(c->h, path); /* missing: nothing read */
+  if (st != OPS_OK) return st;
+  if (ops_handle_save_tune_cache(c->h) != OPS_OK) return ops_handle_set_tune_cache(c->h, NULL);
+  static char text[1 << 16];
+  FILE *in = fopen(path, "rb");
+  size_t len = in != NULL ? fread(text, 1, sizeof text - 4096, in) : 0;
+  if (in != NULL) fclose(in);
+  text[len] = '\0';
+  char *end = strstr(text, "\nend ");
+  len = end != NULL ? (size_t)(end - text) + 1 : len; /* the header alone */
+  const int entries = fz_range(f, 0, 4);
+  for (int e = 0; e < entries && len < sizeof text - 1024; ++e) {
+    len += (size_t)snprintf(text + len, sizeof text - len, "entry ");
+    for (int w = 0; w < 16; ++w) {
+      const uint64_t word = w == 0 ? (uint64_t)fz_range(f, 0, 18) | ((uint64_t)fz_range(f, 0, 2) << 32)
+                                   : (fz_one_in(f, 2) ? 0 : fz_bits(f, 8));
+      len += (size_t)snprintf(text + len, sizeof text - len, "%016llx%s", (unsigned long long)word, w < 15 ? "," : "");
+    }
+    ops_kernel_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    const int count = fz_range(f, -1, 5);
+    const char *chosen = ops_kernel_info_at(fz_range(f, 0, ops_kernel_count()), &info) == OPS_OK ? info.name : "junk";
+    len += (size_t)snprintf(text + len, sizeof text - len, " %s %d", chosen, count);
+    for (int i = 0; i < count + fz_range(f, 0, 1); ++i) {
+      const char *name = fz_one_in(f, 2) ? chosen
+                         : ops_kernel_info_at(fz_range(f, 0, ops_kernel_count()), &info) == OPS_OK ? info.name : "x";
+      len += (size_t)snprintf(text + len, sizeof text - len, " %s %g", name, (double)fz_float(f, 3.5f));
+    }
+    len += (size_t)snprintf(text + len, sizeof text - len, "%s\n", fz_one_in(f, 8) ? "" : " |");
+  }
+  const uint64_t sum = fnv1a(text, len, 0xCBF29CE484222325ull) ^ (fz_one_in(f, 16) ? 1u : 0u);
+  len += (size_t)snprintf(text + len, sizeof text - len, "end %d %llx\n", fz_one_in(f, 16) ? entries + 1 : entries,
+                          (unsigned long long)sum);
+  FILE *out = fopen(path, "wb");
+  if (out != NULL) {
+    fwrite(text, 1, fz_one_in(f, 32) ? len / 2 : len, out); /* sometimes torn */
+    fclose(out);
+  }
+  st = ops_handle_set_tune_cache(c->h, path); /* read: a bad file is ignored with a line on stderr */
+  remove(path);
+  return st;
+}
+
 static void handle_settings(ctx *c) {
   fz *f = c->f;
   ops_status st;
   const int n = fz_range(f, 1, 3);
   for (int i = 0; i < n; ++i) {
     fz_begin(NULL, 0);
-    switch (fz_range(f, 0, 6)) {
+    switch (fz_range(f, 0, 7)) {
       case 0: st = ops_handle_set_math_mode(c->h, (ops_math_mode)fz_range(f, -1, 2)); break;
       case 1: st = ops_handle_set_deterministic(c->h, fz_range(f, -1, 2)); break;
       case 2: st = ops_handle_set_autotune(c->h, (ops_autotune_mode)fz_range(f, -1, 2)); break;
@@ -857,6 +918,7 @@ static void handle_settings(ctx *c) {
         st = ops_handle_get_device_info(c->h, &info);
         break;
       }
+      case 7: st = c->h != NULL ? tune_file(c) : ops_handle_set_tune_cache(c->h, "/tmp/x"); break;
       default: {
         int det = 0;
         ops_math_mode mm;

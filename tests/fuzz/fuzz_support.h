@@ -52,7 +52,7 @@ typedef struct fz_operand {
   int sorted;       /* FZ_FILL_INDEX: plausible contents are non-decreasing from 0 (cu_seqlens) */
   int alias;        /* set by fz_mutate: -1, or the operand whose memory this one shares */
   int alias_view;   /* 1: the very same view as `alias`; 0: its data pointer, its own shape */
-  int misalign;     /* set by fz_mutate: bytes added to the data pointer */
+  int misalign;     /* set by fz_mutate: bytes added to the data pointer; -1: data NULL on purpose */
 } fz_operand;
 
 /* A descriptor with the handle's device, contiguous, strides chosen by `layout` bits. */

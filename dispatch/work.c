@@ -72,9 +72,9 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
       const double pairs = d[OPSI_SDPA_SQ] > 0 ? visible_pairs(d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], p->extra[0],
                                                                p->extra[1]) * sq / (double)d[OPSI_SDPA_SQ]
                                                : 0.0;
-      f = 2.0 * bh * pairs * (double)(d[OPSI_SDPA_D] + d[OPSI_SDPA_DV]);
-      b = in * (bh * sq * (double)d[OPSI_SDPA_D] + bhk * sk * (double)(d[OPSI_SDPA_D] + d[OPSI_SDPA_DV])) +
-          out * bh * sq * (double)d[OPSI_SDPA_DV];
+      const double dqk = (double)d[OPSI_SDPA_D], dv = (double)d[OPSI_SDPA_DV];
+      f = 2.0 * bh * pairs * (dqk + dv);
+      b = in * (bh * sq * dqk + bhk * sk * (dqk + dv)) + out * bh * sq * dv;
       if (p->flags & OPSI_F_LSE) b += 4.0 * bh * sq;
       break;
     }

@@ -136,10 +136,13 @@ class Operand:
         """torch tensors, read from their own attributes: the same view DLPack would give, in
         a tenth of the time (torch's __dlpack__ with a stream costs ~28 us a tensor, measured
         on the H100 host). Anything unusual takes the DLPack path, which says what is wrong."""
+        if obj.is_neg() or obj.is_conj():  # DLPack would hand over the stored values, unnegated
+            raise ValueError("opslib: a tensor with torch's negative or conjugate bit (a lazy view such "
+                             "as z.conj().imag) reads as its stored values; pass t.resolve_neg() or "
+                             "t.resolve_conj()")
         code = _torch_codes().get(obj.dtype)
         dev = obj.device
-        if code is None or dev.type not in ("cuda", "cpu") or obj.layout is not _torch_codes()["strided"] \
-                or obj.is_neg() or obj.is_conj():
+        if code is None or dev.type not in ("cuda", "cpu") or obj.layout is not _torch_codes()["strided"]:
             return False
         n = obj.dim()
         if n > _capi.MAX_DIMS:

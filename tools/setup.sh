@@ -1,8 +1,8 @@
 #!/bin/sh
 # Installs what building and testing opslib needs, from Debian's packages, when missing:
 # Bazel (bazel-bootstrap, which runs fully offline with third_party/'s stand-ins), cmocka
-# (tests), DLPack headers, Google Benchmark, NumPy and pytest for Debian's python3 (the
-# Python binding's tests), clang with libFuzzer (the fuzz target, tests/fuzz), cmake (the
+# (tests), DLPack headers, Google Benchmark, NumPy, pytest and the headers of Debian's
+# python3 (the Python binding, its C path and tests), clang with libFuzzer (the fuzz target, tests/fuzz), cmake (the
 # install test's CMake consumer). The CUDA toolkit must be at /usr/local/cuda.
 set -eu
 
@@ -20,6 +20,9 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 # the Python binding's tests run on Debian's python3 (python/run_pytest.sh)
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need="$need python3-numpy"
 /usr/bin/python3 -c "import pytest" >/dev/null 2>&1 || need="$need python3-pytest"
+# the binding's C path (python/opslib/_ext.c) is built against Debian's python3
+/usr/bin/python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/Python.h")' \
+  >/dev/null 2>&1 || need="$need python3-dev"
 
 if [ -n "$need" ]; then
   echo "setup: installing$need"

@@ -1,4 +1,5 @@
-"""opslib from Python: a ctypes binding over libopslib.so (no compiled extension).
+"""opslib from Python: a binding over libopslib.so, through ctypes, with a per-call path in C
+(opslib._ext) for CUDA torch tensors where that module was built (opslib.extension()).
 
     import torch, opslib
     y = opslib.rmsnorm(x, w)                      # any DLPack array: torch, CuPy, JAX, NumPy
@@ -12,7 +13,7 @@ The library is found through OPSLIB_LIBRARY, next to this package, or in bazel-b
 """
 import ctypes as _ctypes
 
-from . import _call, _capi
+from . import _call, _capi, _native
 from ._ops import (OPS as _OPS, add, amax, amin, binary, div, dropout, gemm, layernorm,  # noqa: F401
                    kv_cache_append, layernorm_backward, maximum, mean, minimum, mul, reduce, rmsnorm,
                    rmsnorm_backward, rope, scale, sdpa, sin_affine, softmax, softmax_backward, sub, sum,
@@ -21,7 +22,7 @@ from ._call import Explanation, Handle, handle  # noqa: F401
 from ._tensors import TensorSpec  # noqa: F401
 
 __all__ = ["OpsError", "Handle", "Explanation", "TensorSpec", "handle", "explain", "kernels",
-           "kernel_info", "version", "cuda_device_count", "ACTIVATIONS", "BINARY_OPS", "REDUCE_OPS",
+           "kernel_info", "version", "cuda_device_count", "extension", "release_workspaces", "ACTIVATIONS", "BINARY_OPS", "REDUCE_OPS",
            "sdpa", "gemm", "layernorm", "rmsnorm", "layernorm_backward", "rmsnorm_backward", "softmax",
            "softmax_backward", "sin_affine", "unary", "binary", "add", "sub", "mul", "div", "maximum",
            "minimum", "scale", "dropout", "reduce", "sum", "mean", "amax", "amin", "rope",
@@ -41,6 +42,9 @@ class OpsError(RuntimeError):
 
 _lib, library_path = _capi.load()
 _call.bind(_lib)
+_native.install(_lib, globals())
+extension = _native.extension
+release_workspaces = _native.release_workspaces
 
 ACTIVATIONS = tuple(_capi.ACTS)
 BINARY_OPS = tuple(_capi.BINARY_OPS)

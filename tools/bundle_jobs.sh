@@ -12,6 +12,7 @@
 #                      racecheck, e.g. ops-racecheck='gemm*'; without =GLOB, every test
 #   others             run_all.sh --sanitizer for every other test binary, the demo and python_test
 #   compare            compare.py --families sdpa (COMPARE_ARGS replaces the arguments)
+#   host               host_cost.py: host time per call from PyTorch (builds opslib._ext first)
 #
 # Logs go to $OUT/jobs (the device tool's output folder) or ./logs/jobs; each job prints one
 # summary line: "job: exit N, S s, <its summary>". A job given fewer than 20 s (by its own
@@ -72,7 +73,10 @@ for spec in "$@"; do
     compare)
       # shellcheck disable=SC2086  # COMPARE_ARGS is a list of options
       (cd "$logs" && timeout "$limit" python3 "$here/compare.py" ${COMPARE_ARGS:---families sdpa}) > "$log" 2>&1 ;;
-    *) echo "$job: unknown job (ops, ops-memcheck, ops-racecheck[=GLOB], others, compare)"; continue ;;
+    host)
+      { python3 "$here/python/opslib/_build.py" --quiet &&
+          timeout "$limit" python3 "$here/host_cost.py" --json "$logs/host_cost.json"; } > "$log" 2>&1 ;;
+    *) echo "$job: unknown job (ops, ops-memcheck, ops-racecheck[=GLOB], others, compare, host)"; continue ;;
   esac
   code=$?
   [ "$code" = 124 ] && note=" (timed out)" || note=""

@@ -53,14 +53,16 @@ done
 cp "$bin/libopslib.so" "$out/lib/"
 chmod u+w "$out/lib/libopslib.so"
 strip --strip-unneeded "$out/lib/libopslib.so"
-mkdir -p "$out/python/opslib" "$out/python/tests"
-cp python/opslib/*.py "$out/python/opslib/"
+mkdir -p "$out/python/opslib" "$out/python/tests" "$out/include/opslib"
+cp python/opslib/*.py python/opslib/_ext.c "$out/python/opslib/"
+cp include/opslib/*.h "$out/include/opslib/"   # opslib._ext is built there, for its Python
 cp python/tests/*.py "$out/python/tests/"
 cp tools/bundle_run_all.sh "$out/run_all.sh"
 cp tools/bundle_jobs.sh "$out/jobs.sh"   # the same runs as named jobs, for hosts that time-limit a command
 cp tools/count_bundle.py "$out/count_bundle.py"
 cp bench/compare.py "$out/"   # same-run comparison with PyTorch, where the host has it
 cp bench/sweep.py "$out/"     # the workload sweep (every eligible kernel, the choice, PyTorch)
+cp bench/host_cost.py "$out/" # host time per call: the C path, the ctypes path, PyTorch
 chmod +x "$out/run_all.sh" "$out/jobs.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"
 mkdir -p gpu_carry

@@ -194,7 +194,8 @@ static int rule_cluster(const opsi_problem *p, const opsi_kernel_row *r, const o
   }
   const int dim = r->tiling.tile_dim[0];
   const int64_t tile = r->tiling.tile[0];
-  const int64_t tiles = dim >= 0 && tile > 0 ? (p->dims[dim] + tile - 1) / tile : 0;
+  const int64_t extent = dim >= 0 ? p->dims[dim] : 0; /* >= 0; near 2^63 in an empty call */
+  const int64_t tiles = dim >= 0 && tile > 0 ? extent / tile + (extent % tile != 0) : 0;
   if (tiles % r->cluster != 0) {
     snprintf(msg, n, "runs clusters of %d blocks on neighbouring tiles, %s=%lld makes %lld tiles of %lld",
              r->cluster, opsi_dim_name(p->op, dim), (long long)p->dims[dim], (long long)tiles, (long long)tile);

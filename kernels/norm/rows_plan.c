@@ -3,6 +3,20 @@
 
 #include "opslib/ops.h"
 
+/* Sizes come from validated tensors, whose extents may each be near 2^63 when another is 0:
+ * the arithmetic below neither overflows nor wraps. */
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); } /* a >= 0, b > 0 */
+
+static int64_t mul_sat(int64_t a, int64_t b) { /* a, b >= 0 */
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+static size_t bytes_sat(int64_t count, int64_t each) {
+  const int64_t r = mul_sat(count, each);
+  return (uint64_t)r > SIZE_MAX ? SIZE_MAX : (size_t)r;
+}
+
 static int32_t pow2_at_least(int64_t v) {
   int32_t p = 1;
   while (p < v && p < OPSI_ROWS_MAX_TPR) p <<= 1;
@@ -12,11 +26,11 @@ static int32_t pow2_at_least(int64_t v) {
 opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t rows, int64_t cols, int vec) {
   opsi_rows_config c = {32, 8, 1, 1, 1, 0};
   const int64_t per = held / vec > 0 ? held / vec : 1; /* vectors a thread may hold */
-  const int64_t vectors = (cols + vec - 1) / vec;
+  const int64_t vectors = ceil_div(cols, vec);
   if (variant == OPSI_ROWS_BLOCK) {
     /* as few threads per row as the registers allow: every thread keeps its whole share
      * of loads in flight at once, and the group reductions stay short */
-    c.tpr = pow2_at_least((vectors + per - 1) / per);
+    c.tpr = pow2_at_least(ceil_div(vectors, per));
     if (c.tpr < 32) c.tpr = 32;
     c.rpb = c.tpr >= 256 ? 1 : 256 / c.tpr;
   } else if (variant == OPSI_ROWS_SPLIT) {
@@ -25,17 +39,17 @@ opsi_rows_config opsi_rows_plan(int variant, int held, int partials, int64_t row
     c.tpr = OPSI_ROWS_STREAM_THREADS, c.rpb = 1;
   } else if (variant == OPSI_ROWS_STAGED) {
     /* the fewest threads a row whose stages hold it; the block is always 1024 threads */
-    c.tpr = pow2_at_least((vectors + per - 1) / per);
+    c.tpr = pow2_at_least(ceil_div(vectors, per));
     if (c.tpr < 32) c.tpr = 32;
     c.rpb = OPSI_ROWS_STAGED_THREADS / c.tpr;
   }
-  c.vpt = (int32_t)((vectors + c.tpr - 1) / c.tpr);
-  if (c.vpt < 1) c.vpt = 1;
-  c.blocks = (rows + c.rpb - 1) / c.rpb;
+  const int64_t vpt = ceil_div(vectors, c.tpr);
+  c.vpt = vpt < 1 ? 1 : vpt > INT32_MAX ? INT32_MAX : (int32_t)vpt;
+  c.blocks = ceil_div(rows, c.rpb);
   if (variant == OPSI_ROWS_SPLIT) {
-    c.slices = (cols + OPSI_ROWS_SLICE - 1) / OPSI_ROWS_SLICE;
+    c.slices = ceil_div(cols, OPSI_ROWS_SLICE);
     if (c.slices < 1) c.slices = 1;
-    c.blocks = rows * c.slices;
+    c.blocks = mul_sat(rows, c.slices);
   } else if (variant == OPSI_ROWS_STREAM) {
     /* each block owns a partial row per output: 32..128 of them, ~16 MiB of partials at most,
        which stay in L2 while the blocks update them */
@@ -65,13 +79,13 @@ static int vec_of(int32_t dtype) { return dtype == OPS_DTYPE_F32 ? 4 : 8; }
 size_t opsi_rows_split_workspace(const opsi_problem *p) {
   const opsi_rows_config c =
       opsi_rows_plan(OPSI_ROWS_SPLIT, 1, 0, p->dims[OPSI_ROWS_ROWS], p->dims[OPSI_ROWS_COLS], 1);
-  return (size_t)(p->dims[OPSI_ROWS_ROWS] * c.slices) * 2 * sizeof(float);
+  return bytes_sat(mul_sat(p->dims[OPSI_ROWS_ROWS], c.slices), 2 * (int64_t)sizeof(float));
 }
 
 /* dweight and / or dbias partial rows of `groups` row groups. */
 static size_t partials(const opsi_problem *p, int64_t groups) {
   const int n = ((p->flags & OPSI_F_DWEIGHT) != 0) + ((p->flags & OPSI_F_BIAS) != 0);
-  return (size_t)(groups * p->dims[OPSI_ROWS_COLS]) * (size_t)n * sizeof(float);
+  return bytes_sat(mul_sat(groups, p->dims[OPSI_ROWS_COLS]), n * (int64_t)sizeof(float));
 }
 
 static int has_partials(const opsi_problem *p) {

@@ -9,7 +9,7 @@ int64_t opsi_reduce_row_splits(int64_t rows, int64_t reduced) {
 }
 
 int64_t opsi_reduce_column_splits(int64_t reduced, int64_t columns) {
-  const int64_t col_blocks = (columns + 2047) / 2048;
+  const int64_t col_blocks = columns / 2048 + (columns % 2048 != 0); /* no overflow near 2^63 */
   /* one wave of 2 blocks per SM of an H100 (132 SMs; the kernel's registers allow 2), chunks
      of >= 32 rows */
   return clamp64(264 / (col_blocks > 0 ? col_blocks : 1), 1, clamp64(reduced / 32, 1, 1024));

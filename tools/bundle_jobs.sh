@@ -13,6 +13,7 @@
 #   others             run_all.sh --sanitizer for every other test binary, the demo and python_test
 #   compare            compare.py --families sdpa (COMPARE_ARGS replaces the arguments)
 #   host               host_cost.py: host time per call from PyTorch (builds opslib._ext first)
+#   block              llama_block.py: a decoder block with opslib.torch vs PyTorch eager / compile
 #
 # Logs go to $OUT/jobs (the device tool's output folder) or ./logs/jobs; each job prints one
 # summary line: "job: exit N, S s, <its summary>". A job given fewer than 20 s (by its own
@@ -76,7 +77,10 @@ for spec in "$@"; do
     host)
       { python3 "$here/python/opslib/_build.py" --quiet &&
           timeout "$limit" python3 "$here/host_cost.py" --json "$logs/host_cost.json"; } > "$log" 2>&1 ;;
-    *) echo "$job: unknown job (ops, ops-memcheck, ops-racecheck[=GLOB], others, compare, host)"; continue ;;
+    block)
+      { python3 "$here/python/opslib/_build.py" --quiet &&
+          timeout "$limit" python3 "$here/llama_block.py" --json "$logs/llama_block.json"; } > "$log" 2>&1 ;;
+    *) echo "$job: unknown job (ops, ops-memcheck, ops-racecheck[=GLOB], others, compare, host, block)"; continue ;;
   esac
   code=$?
   [ "$code" = 124 ] && note=" (timed out)" || note=""

@@ -33,6 +33,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 
 results="$logs/results.txt"
 : > "$results"
+# The first error or hazard a sanitizer reported, with its kernel and source lines, on the
+# console: the logs themselves may not come back from a size-capped host.
+first_report() {
+  grep -m 1 -A 14 -E "^========= (Error|Warning|Race|Invalid|Program hit)" "$1" | sed "s|^|  $2 first report: |"
+}
+
 for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo "$here"/bin/examples_decode_loop; do
   name=$(basename "$t")
   wanted "$name" || continue
@@ -45,6 +51,7 @@ for t in "$here"/bin/*_test "$here"/bin/examples_sdpa_demo "$here"/bin/examples_
       compute-sanitizer --tool $tool --require-cuda-init=no --error-exitcode 99 "$t" > "$logs/$name.$tool.log" 2>&1
       echo "$name $tool $?" >> "$results"
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$name.$tool.log" | tail -n 1 | sed "s|^|  $name [$tool]: |"
+      first_report "$logs/$name.$tool.log" "$name [$tool]"
     done
   fi
 done
@@ -67,6 +74,7 @@ if wanted python_test; then
           python3 -m pytest -p no:cacheprovider -q "$here/python/tests" > "$logs/python_test.$tool.log" 2>&1
         echo "python_test $tool $?" >> "$results"
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/python_test.$tool.log" | tail -n 1 | sed "s|^|  python_test [$tool]: |"
+        first_report "$logs/python_test.$tool.log" "python_test [$tool]"
       done
     fi
   else

@@ -1,6 +1,7 @@
 """Builds opslib._ext, the binding's per-call path in C, for the Python that runs this:
 
-    python3 -m opslib._build [--out PATH] [--include DIR] [--cc CC]
+    python3 python/opslib/_build.py [--out PATH] [--include DIR] [--cc CC]
+    python3 -m opslib._build ...     (the same, where the opslib package already imports)
 
 It needs a C compiler, Python's headers (Debian: python3-dev) and opslib's headers (found
 with --include, $OPSLIB_INCLUDE, the repository's include/ beside python/, or include/ in

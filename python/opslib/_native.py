@@ -1,4 +1,4 @@
-"""The per-call path in C (opslib._ext, built by `python3 -m opslib._build` or by Bazel
+"""The per-call path in C (opslib._ext, built by `python3 python/opslib/_build.py` or by Bazel
 beside libopslib.so) in front of the Python functions of _ops.py.
 
 Where the module is there and matches the loaded library, opslib.sdpa, gemm, layernorm,
@@ -29,7 +29,8 @@ def install(lib, namespace):
     try:
         from . import _ext
     except ImportError as e:
-        _state["reason"] = f"no compiled opslib._ext ({e}); build it with `python3 -m opslib._build`"
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build.py")
+        _state["reason"] = f"no compiled opslib._ext ({e}); build it with `python3 {script}`"
         return
     try:
         addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value

@@ -7,6 +7,7 @@ torch tensors is read, checked by the library and launched in C; any other call 
 arrays, CuPy, explain, stream=, an unknown argument) goes to the Python function with its
 arguments untouched. OPSLIB_NO_EXT=1 keeps the pure ctypes path."""
 import ctypes
+import importlib.util
 import os
 import threading
 
@@ -26,11 +27,14 @@ def install(lib, namespace):
     if os.environ.get("OPSLIB_NO_EXT", "") not in ("", "0"):
         _state["reason"] = "OPSLIB_NO_EXT is set"
         return
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build.py")
+    if importlib.util.find_spec(f"{__package__}._ext") is None:
+        _state["reason"] = f"opslib._ext is not built (build it with `python3 {script}`)"
+        return
     try:
         from . import _ext
-    except ImportError as e:
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build.py")
-        _state["reason"] = f"no compiled opslib._ext ({e}); build it with `python3 {script}`"
+    except ImportError as e:  # built for another Python, or not loadable
+        _state["reason"] = f"opslib._ext does not load ({e}); rebuild it with `python3 {script}`"
         return
     try:
         addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value

@@ -101,11 +101,10 @@ static int torch_lookup(void) {
   T.capturing = c ? PyObject_GetAttrString(c, "_cuda_isCurrentStreamCapturing") : NULL;
   PyErr_Clear();
   Py_XDECREF(c);
-  if (!T.to_dlpack || !T.capturing) {
-    PyObject *m = PyImport_ImportModule(!T.to_dlpack ? "torch.utils.dlpack" : "torch.cuda");
-    if (!m) return -1;
-    if (!T.to_dlpack) T.to_dlpack = PyObject_GetAttrString(m, "to_dlpack");
-    Py_DECREF(m);
+  if (!T.to_dlpack) {
+    PyObject *m = PyImport_ImportModule("torch.utils.dlpack");
+    T.to_dlpack = m ? PyObject_GetAttrString(m, "to_dlpack") : NULL;
+    Py_XDECREF(m);
     if (!T.to_dlpack) return -1;
   }
   if (!T.capturing) {

@@ -107,21 +107,44 @@ static const char *sm90_pair_plan(const opsi_problem *p) {
 /* The split-KV kernels (sdpa_split.cuh): a block is BM packed rows (query rows x the query
  * heads of one KV head) over one part of the keys; the part count comes from the shape and the
  * device (sdpa_split_shape.h), as the launcher takes it. */
+/* A call with no work (an extent 0; the others may then be near 2^63) has no tiles and one
+ * part; so has one whose blocks could not be counted in int64 (more than fill any device).
+ * For the rest, the shape functions' products are bounded by the operands' element counts. */
+static int split_has_work(const opsi_problem *p) {
+  const int64_t *d = p->dims;
+  return d[OPSI_SDPA_B] > 0 && d[OPSI_SDPA_SQ] > 0 && d[OPSI_SDPA_SK] > 0 && d[OPSI_SDPA_HQ] > 0 &&
+         d[OPSI_SDPA_HKV] > 0;
+}
+
 static int64_t split_row_tiles(const opsi_problem *p, int bm) {
-  const int64_t hkv = p->dims[OPSI_SDPA_HKV] > 0 ? p->dims[OPSI_SDPA_HKV] : 1;
-  return opsi_sdpa_split_row_tiles(p->dims[OPSI_SDPA_SQ], p->dims[OPSI_SDPA_HQ] / hkv, bm);
+  if (!split_has_work(p)) return 0;
+  return opsi_sdpa_split_row_tiles(p->dims[OPSI_SDPA_SQ], p->dims[OPSI_SDPA_HQ] / p->dims[OPSI_SDPA_HKV], bm);
 }
 
 static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
-  return opsi_sdpa_split_parts(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], split_row_tiles(p, bm),
-                               p->dims[OPSI_SDPA_SK], p->sm_count, per_sm);
+  const int64_t tiles = split_row_tiles(p, bm);
+  int64_t units;
+  if (tiles == 0 || __builtin_mul_overflow(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], &units) ||
+      __builtin_mul_overflow(units, tiles, &units) || units > INT64_MAX / 256)
+    return 1;
+  return opsi_sdpa_split_parts(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], tiles, p->dims[OPSI_SDPA_SK],
+                               p->sm_count, per_sm);
+}
+
+/* The parts' workspace; SIZE_MAX (which no caller has) where it would not fit. */
+static size_t split_workspace(const opsi_problem *p, int32_t parts) {
+  const int64_t *d = p->dims;
+  const double need = (double)parts * (double)d[OPSI_SDPA_TQ] * (double)d[OPSI_SDPA_HQ] *
+                      (4.0 * (double)((d[OPSI_SDPA_DV] + 3) / 4 * 4) + 4.0);
+  if (need > 0x1p62) return SIZE_MAX;
+  return opsi_sdpa_split_workspace(parts, d[OPSI_SDPA_TQ], d[OPSI_SDPA_HQ], d[OPSI_SDPA_DV]);
 }
 
 static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_grid_estimate *e) {
   const int64_t tiles = split_row_tiles(p, bm), hkv = p->dims[OPSI_SDPA_HKV] > 0 ? p->dims[OPSI_SDPA_HKV] : 1;
   const int32_t parts = split_parts(p, bm, per_sm);
   const double rows = (double)p->dims[OPSI_SDPA_SQ] * (double)(p->dims[OPSI_SDPA_HQ] / hkv);
-  e->blocks = (double)(p->dims[OPSI_SDPA_B] * hkv * tiles * parts);
+  e->blocks = (double)p->dims[OPSI_SDPA_B] * (double)hkv * (double)tiles * (double)parts;
   const int64_t d = p->dims[OPSI_SDPA_D] > p->dims[OPSI_SDPA_DV] ? p->dims[OPSI_SDPA_D] : p->dims[OPSI_SDPA_DV];
   e->pad_factor = (rows > 0 ? (double)(tiles * bm) / rows : 1.0) * (d > 0 ? (double)dp / (double)d : 1.0);
   /* a KV head's second to fourth row tile reads its keys again, mostly from L2 */
@@ -133,8 +156,7 @@ static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_g
 
 #define SDPA_SPLIT_FNS(ID, NAME, D, BM)                                                                      \
   static size_t split_workspace_##NAME(const opsi_problem *p) {                                            \
-    return opsi_sdpa_split_workspace(split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM), p->dims[OPSI_SDPA_TQ], \
-                                     p->dims[OPSI_SDPA_HQ], p->dims[OPSI_SDPA_DV]);                        \
+    return split_workspace(p, split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM));                   \
   }                                                                                                          \
   static const char *split_plan_##NAME(const opsi_problem *p) {                                            \
     return opsi_sdpa_split_plan(split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM));                         \

@@ -15,7 +15,13 @@
 #include "kernels/flash/sdpa_args.h"
 
 size_t opsi_sdpa_cpu_workspace(const opsi_problem *p) {
-  return (size_t)(p->dims[OPSI_SDPA_SK] + p->dims[OPSI_SDPA_DV]) * sizeof(double);
+  /* the key count (a cache's capacity) may be near 2^63 when another extent is 0: a size that
+   * does not fit asks for SIZE_MAX, which no caller has */
+  int64_t n, bytes;
+  if (__builtin_add_overflow(p->dims[OPSI_SDPA_SK], p->dims[OPSI_SDPA_DV], &n) ||
+      __builtin_mul_overflow(n, (int64_t)sizeof(double), &bytes) || (uint64_t)bytes > SIZE_MAX)
+    return SIZE_MAX;
+  return (size_t)bytes;
 }
 
 static inline int64_t off4(const ops_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {

@@ -107,25 +107,25 @@ static const char *sm90_pair_plan(const opsi_problem *p) {
 /* The split-KV kernels (sdpa_split.cuh): a block is BM packed rows (query rows x the query
  * heads of one KV head) over one part of the keys; the part count comes from the shape and the
  * device (sdpa_split_shape.h), as the launcher takes it. */
-/* A call with no work (an extent 0; the others may then be near 2^63) has no tiles and one
- * part; so has one whose blocks could not be counted in int64 (more than fill any device).
- * For the rest, the shape functions' products are bounded by the operands' element counts. */
-static int split_has_work(const opsi_problem *p) {
-  const int64_t *d = p->dims;
-  return d[OPSI_SDPA_B] > 0 && d[OPSI_SDPA_SQ] > 0 && d[OPSI_SDPA_SK] > 0 && d[OPSI_SDPA_HQ] > 0 &&
-         d[OPSI_SDPA_HKV] > 0;
-}
-
+/* Empty operands may carry extents near 2^63, where the shape functions' products would
+ * overflow. A call with an empty q (no batch, rows, heads or head dims) has no tiles and one
+ * part; a count of blocks or keys too large for them takes one part too (more than fill any
+ * device). A call the split kernels run has non-empty q and k, whose element counts bound
+ * the rest. */
 static int64_t split_row_tiles(const opsi_problem *p, int bm) {
-  if (!split_has_work(p)) return 0;
-  return opsi_sdpa_split_row_tiles(p->dims[OPSI_SDPA_SQ], p->dims[OPSI_SDPA_HQ] / p->dims[OPSI_SDPA_HKV], bm);
+  const int64_t *d = p->dims;
+  if (d[OPSI_SDPA_B] <= 0 || d[OPSI_SDPA_SQ] <= 0 || d[OPSI_SDPA_HQ] <= 0 || d[OPSI_SDPA_D] <= 0 ||
+      d[OPSI_SDPA_HKV] <= 0)
+    return 0;
+  return opsi_sdpa_split_row_tiles(d[OPSI_SDPA_SQ], d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV], bm);
 }
 
 static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
   const int64_t tiles = split_row_tiles(p, bm);
   int64_t units;
   if (tiles == 0 || __builtin_mul_overflow(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], &units) ||
-      __builtin_mul_overflow(units, tiles, &units) || units > INT64_MAX / 256)
+      __builtin_mul_overflow(units, tiles, &units) || units > INT64_MAX / 256 ||
+      p->dims[OPSI_SDPA_SK] > INT64_MAX / 2)
     return 1;
   return opsi_sdpa_split_parts(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], tiles, p->dims[OPSI_SDPA_SK],
                                p->sm_count, per_sm);

@@ -1,0 +1,196 @@
+/* size_sweep: the overflow class every fuzz find so far belonged to, swept on purpose.
+ *
+ * An empty tensor (one extent 0) passes validation whatever its other extents, so a call may
+ * carry extents near 2^63 into every size formula, plan, part count and cost term behind
+ * ops_X_workspace_size and ops_X_explain. This program draws calls whose extents come from
+ * {0, 1, 3, 64, 128, 2^31, 2^62, 2^63 - 2, 2^63 - 1} (sdpa with and without a contiguous or
+ * paged KV cache, gemm 2-D and batched, the norms and their backward, softmax, reduce,
+ * broadcast binary) on a CPU handle and a described sm_90 one, and asks both questions. Built
+ * with AddressSanitizer and UBSan over the library's C sources (build.sh --plain), where any
+ * overflow aborts; a run that ends prints the calls made and how many the library accepted.
+ *
+ *   size_sweep [CALLS] [SEED]      (SEED: OPSLIB_TEST_SEED, else random; printed first)
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "opslib/opslib.h"
+
+static const int64_t EXTENTS[] = {0,        1,          3, 64, 128, 2147483648LL, 4611686018427387904LL,
+                                  INT64_MAX - 1, INT64_MAX};
+#define N_EXTENTS (sizeof EXTENTS / sizeof EXTENTS[0])
+
+static uint64_t state;
+
+static uint64_t next(void) { /* xorshift64 */
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
+static int64_t extent(void) { return EXTENTS[next() % N_EXTENTS]; }
+
+static int coin(void) { return (int)(next() & 1); }
+
+/* A descriptor without data (size queries and explain take them); where contiguous strides
+ * would not fit in int64, strides of 1 (the library then refuses or accepts the call itself). */
+static ops_tensor *tensor(ops_tensor *t, ops_dtype dtype, ops_device dev, int ndim, const int64_t *shape) {
+  if (ops_tensor_init(t, NULL, dtype, dev, ndim, shape, NULL) != OPS_OK) {
+    const int64_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    if (ops_tensor_init(t, NULL, dtype, dev, ndim, shape, ones) != OPS_OK) {
+      memset(t, 0, sizeof *t); /* an extent the descriptor refuses: the op refuses it too */
+    }
+  }
+  return t;
+}
+
+typedef struct {
+  ops_handle handle;
+  ops_device dev;
+  ops_dtype dtype;
+  ops_explain explain;
+  long accepted;
+} sweep;
+
+static void accepted(sweep *s, ops_status st) { s->accepted += st == OPS_OK; }
+
+static void sdpa(sweep *s) {
+  const int64_t b = extent(), sq = extent(), hq = extent(), d = coin() ? 128 : extent(), sk = extent();
+  const int64_t hkv = coin() ? hq : extent(), dv = coin() ? d : extent();
+  int64_t qs[4] = {b, sq, hq, d}, ks[4] = {b, sk, hkv, d}, vs[4] = {b, sk, hkv, dv}, os[4] = {b, sq, hq, dv};
+  const int64_t ls[3] = {b, hq, sq}, lens[1] = {b}, table[2] = {b, extent()};
+  ops_tensor q, k, v, o, lse, kv_lens, block_table;
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.causal = coin();
+  if (coin()) p.window_left = (int32_t)(next() % 100) - 1;
+  const int cache = (int)(next() % 3); /* none, contiguous, paged */
+  if (cache) p.kv_lens = tensor(&kv_lens, OPS_DTYPE_I32, s->dev, 1, lens);
+  if (cache == 2) {
+    p.block_table = tensor(&block_table, OPS_DTYPE_I32, s->dev, 2, table);
+    ks[0] = vs[0] = extent(); /* the pool's pages */
+  }
+  tensor(&q, s->dtype, s->dev, 4, qs), tensor(&k, s->dtype, s->dev, 4, ks), tensor(&v, s->dtype, s->dev, 4, vs);
+  tensor(&o, s->dtype, s->dev, 4, os), tensor(&lse, OPS_DTYPE_F32, s->dev, 3, ls);
+  const ops_tensor *l = coin() ? &lse : NULL;
+  size_t bytes;
+  accepted(s, ops_sdpa_workspace_size(s->handle, &p, &q, &k, &v, &o, l, &bytes));
+  ops_sdpa_explain(s->handle, &p, &q, &k, &v, &o, l, &s->explain);
+}
+
+static void gemm(sweep *s) {
+  const int64_t as[3] = {extent(), extent(), extent()};
+  const int64_t bs[3] = {coin() ? as[0] : extent(), as[2], extent()}, ds[3] = {as[0], as[1], bs[2]};
+  const int n = coin() ? 3 : 2;
+  ops_tensor a, b, d;
+  tensor(&a, s->dtype, s->dev, n, as + 3 - n), tensor(&b, s->dtype, s->dev, n, bs + 3 - n);
+  tensor(&d, s->dtype, s->dev, n, ds + 3 - n);
+  ops_gemm_params p;
+  ops_gemm_params_init(&p);
+  size_t bytes;
+  accepted(s, ops_gemm_workspace_size(s->handle, &p, &a, &b, &d, &bytes));
+  ops_gemm_explain(s->handle, &p, &a, &b, &d, &s->explain);
+}
+
+static void rows(sweep *s) {
+  const int64_t xs[2] = {extent(), extent()}, ns[1] = {xs[1]}, rs[1] = {xs[0]};
+  ops_tensor x, w, y, mean, rstd, dweight;
+  tensor(&x, s->dtype, s->dev, 2, xs), tensor(&y, s->dtype, s->dev, 2, xs), tensor(&w, s->dtype, s->dev, 1, ns);
+  tensor(&mean, OPS_DTYPE_F32, s->dev, 1, rs), tensor(&rstd, OPS_DTYPE_F32, s->dev, 1, rs);
+  tensor(&dweight, OPS_DTYPE_F32, s->dev, 1, ns);
+  size_t bytes;
+  ops_norm_params np;
+  ops_norm_params_init(&np);
+  ops_norm_backward_params bp;
+  ops_norm_backward_params_init(&bp);
+  bp.dweight = coin() ? &dweight : NULL;
+  bp.dbias = coin() ? &dweight : NULL;
+  ops_softmax_params sp;
+  ops_softmax_params_init(&sp);
+  switch (next() % 5) {
+    case 0:
+      np.rstd_out = coin() ? &rstd : NULL;
+      accepted(s, ops_rmsnorm_workspace_size(s->handle, &np, &x, &w, &y, &bytes));
+      ops_rmsnorm_explain(s->handle, &np, &x, &w, &y, &s->explain);
+      break;
+    case 1:
+      accepted(s, ops_layernorm_workspace_size(s->handle, &np, &x, &w, &y, &bytes));
+      ops_layernorm_explain(s->handle, &np, &x, &w, &y, &s->explain);
+      break;
+    case 2:
+      accepted(s, ops_softmax_workspace_size(s->handle, &sp, &x, &y, &bytes));
+      ops_softmax_explain(s->handle, &sp, &x, &y, &s->explain);
+      break;
+    case 3:
+      accepted(s, ops_layernorm_backward_workspace_size(s->handle, &bp, &y, &x, &w, &mean, &rstd, &y, &bytes));
+      ops_layernorm_backward_explain(s->handle, &bp, &y, &x, &w, &mean, &rstd, &y, &s->explain);
+      break;
+    default:
+      accepted(s, ops_rmsnorm_backward_workspace_size(s->handle, &bp, &y, &x, &w, &rstd, &y, &bytes));
+      ops_rmsnorm_backward_explain(s->handle, &bp, &y, &x, &w, &rstd, &y, &s->explain);
+  }
+}
+
+static void reduce(sweep *s) {
+  const int64_t xs[2] = {extent(), extent()};
+  const int axis = coin();
+  const int64_t ys[1] = {xs[1 - axis]};
+  ops_tensor x, y;
+  tensor(&x, OPS_DTYPE_F32, s->dev, 2, xs), tensor(&y, OPS_DTYPE_F32, s->dev, 1, ys);
+  ops_reduce_params p;
+  ops_reduce_params_init(&p);
+  p.axes = 1u << axis;
+  size_t bytes;
+  accepted(s, ops_reduce_workspace_size(s->handle, &p, &x, &y, &bytes));
+  ops_reduce_explain(s->handle, &p, &x, &y, &s->explain);
+}
+
+static void binary(sweep *s) {
+  const int64_t as[2] = {extent(), extent()}, bs[2] = {coin() ? 1 : as[0], as[1]};
+  ops_tensor a, b, y;
+  tensor(&a, s->dtype, s->dev, 2, as), tensor(&b, s->dtype, s->dev, 2, bs), tensor(&y, s->dtype, s->dev, 2, as);
+  ops_binary_params p;
+  ops_binary_params_init(&p);
+  size_t bytes;
+  accepted(s, ops_binary_workspace_size(s->handle, &p, &a, &b, &y, &bytes));
+  ops_binary_explain(s->handle, &p, &a, &b, &y, &s->explain);
+}
+
+int main(int argc, char **argv) {
+  const long calls = argc > 1 ? atol(argv[1]) : 1000000;
+  const char *env = getenv("OPSLIB_TEST_SEED");
+  const uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10)
+                        : env != NULL && *env ? strtoull(env, NULL, 10)
+                                              : (uint64_t)time(NULL) ^ (uint64_t)clock();
+  state = seed * 0x9E3779B97F4A7C15ull + 88172645463325252ull;
+  printf("size_sweep: seed %llu (OPSLIB_TEST_SEED=%llu replays)\n", (unsigned long long)seed,
+         (unsigned long long)seed);
+  fflush(stdout);
+  sweep cpu = {0}, hopper = {0};
+  cpu.dev = (ops_device){OPS_DEVICE_CPU, 0}, cpu.dtype = OPS_DTYPE_F32;
+  hopper.dev = (ops_device){OPS_DEVICE_CUDA, 0}, hopper.dtype = OPS_DTYPE_BF16;
+  ops_device_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if (ops_handle_create(&cpu.handle, cpu.dev) != OPS_OK || ops_device_info_for_sm(90, &info) != OPS_OK ||
+      ops_handle_create_virtual(&hopper.handle, &info) != OPS_OK) {
+    fprintf(stderr, "size_sweep: no handle: %s\n", ops_last_error());
+    return 1;
+  }
+  static void (*const ops[])(sweep *) = {sdpa, sdpa, gemm, rows, rows, reduce, binary};
+  for (long i = 0; i < calls; ++i) {
+    sweep *s = coin() ? &hopper : &cpu;
+    s->explain.struct_size = sizeof s->explain;
+    ops[next() % (sizeof ops / sizeof ops[0])](s);
+  }
+  printf("size_sweep: %ld calls (each a size query and an explain), %ld queries accepted (CPU %ld, sm_90 %ld); "
+         "no overflow\n",
+         calls, cpu.accepted + hopper.accepted, cpu.accepted, hopper.accepted);
+  ops_handle_destroy(cpu.handle);
+  ops_handle_destroy(hopper.handle);
+  return 0;
+}

@@ -5,7 +5,8 @@
  * ops_X_workspace_size and ops_X_explain. This program draws calls whose extents come from
  * {0, 1, 3, 64, 128, 2^31, 2^62, 2^63 - 2, 2^63 - 1} (sdpa with and without a contiguous or
  * paged KV cache, gemm 2-D and batched, the norms and their backward, softmax, reduce,
- * broadcast binary) on a CPU handle and a described sm_90 one, and asks both questions. Built
+ * broadcast binary, rope with and without k, the KV cache append with and without RoPE) on
+ * a CPU handle and a described sm_90 one, and asks both questions. Built
  * with AddressSanitizer and UBSan over the library's C sources (build.sh --plain), where any
  * overflow aborts; a run that ends prints the calls made and how many the library accepted.
  *
@@ -160,6 +161,38 @@ static void binary(sweep *s) {
   ops_binary_explain(s->handle, &p, &a, &b, &y, &s->explain);
 }
 
+static void rope(sweep *s) {
+  const int64_t t = extent(), d = coin() ? 128 : extent();
+  const int64_t qs[3] = {t, extent(), d}, ks[3] = {t, extent(), d}, ps[1] = {t};
+  ops_tensor pos, q, qo, k, ko;
+  tensor(&pos, OPS_DTYPE_I32, s->dev, 1, ps), tensor(&q, s->dtype, s->dev, 3, qs), tensor(&qo, s->dtype, s->dev, 3, qs);
+  ops_rope_params p;
+  ops_rope_params_init(&p);
+  p.style = coin();
+  if (coin()) p.k = tensor(&k, s->dtype, s->dev, 3, ks), p.k_out = tensor(&ko, s->dtype, s->dev, 3, ks);
+  size_t bytes;
+  accepted(s, ops_rope_workspace_size(s->handle, &p, &pos, &q, &qo, &bytes));
+  ops_rope_explain(s->handle, &p, &pos, &q, &qo, &s->explain);
+}
+
+static void kv_cache_append(sweep *s) {
+  const int64_t t = extent(), h = extent(), d = coin() ? 128 : extent(), dv = coin() ? d : extent();
+  const int64_t ks[3] = {t, h, d}, vs[3] = {t, h, dv}, ss[1] = {t};
+  const int64_t kc[4] = {extent(), extent(), h, d}, vc[4] = {kc[0], kc[1], h, dv};
+  ops_tensor k, v, slots, k_cache, v_cache, pos;
+  tensor(&k, s->dtype, s->dev, 3, ks), tensor(&v, s->dtype, s->dev, 3, vs);
+  tensor(&slots, OPS_DTYPE_I64, s->dev, 1, ss);
+  tensor(&k_cache, s->dtype, s->dev, 4, kc), tensor(&v_cache, s->dtype, s->dev, 4, vc);
+  ops_kv_cache_append_params p;
+  ops_kv_cache_append_params_init(&p);
+  ops_rope_params r;
+  ops_rope_params_init(&r);
+  if (coin()) p.rope = &r, p.positions = tensor(&pos, OPS_DTYPE_I32, s->dev, 1, ss);
+  size_t bytes;
+  accepted(s, ops_kv_cache_append_workspace_size(s->handle, &p, &k, &v, &slots, &k_cache, &v_cache, &bytes));
+  ops_kv_cache_append_explain(s->handle, &p, &k, &v, &slots, &k_cache, &v_cache, &s->explain);
+}
+
 int main(int argc, char **argv) {
   const long calls = argc > 1 ? atol(argv[1]) : 1000000;
   const char *env = getenv("OPSLIB_TEST_SEED");
@@ -181,7 +214,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "size_sweep: no handle: %s\n", ops_last_error());
     return 1;
   }
-  static void (*const ops[])(sweep *) = {sdpa, sdpa, gemm, rows, rows, reduce, binary};
+  static void (*const ops[])(sweep *) = {sdpa, sdpa, gemm, rows, rows, reduce, binary, rope, kv_cache_append};
   for (long i = 0; i < calls; ++i) {
     sweep *s = coin() ? &hopper : &cpu;
     s->explain.struct_size = sizeof s->explain;

@@ -5,7 +5,7 @@
  * ops_X_workspace_size and ops_X_explain. This program draws calls whose extents come from
  * {0, 1, 3, 64, 128, 2^31, 2^62, 2^63 - 2, 2^63 - 1} (sdpa with and without a contiguous or
  * paged KV cache, gemm 2-D and batched, the norms and their backward, softmax, reduce,
- * broadcast binary, rope with and without k, the KV cache append with and without RoPE) on
+ * broadcast binary, unary / scale / dropout / sin_affine, rope with and without k, the KV cache append with and without RoPE) on
  * a CPU handle and a described sm_90 one, and asks both questions. Built
  * with AddressSanitizer and UBSan over the library's C sources (build.sh --plain), where any
  * overflow aborts; a run that ends prints the calls made and how many the library accepted.
@@ -161,6 +161,44 @@ static void binary(sweep *s) {
   ops_binary_explain(s->handle, &p, &a, &b, &y, &s->explain);
 }
 
+static void elementwise(sweep *s) { /* one input, x's shape out */
+  const int64_t xs[3] = {extent(), extent(), extent()};
+  ops_tensor x, y;
+  tensor(&x, s->dtype, s->dev, 3, xs), tensor(&y, s->dtype, s->dev, 3, xs);
+  size_t bytes;
+  switch (next() % 4) {
+    case 0: {
+      ops_unary_params p;
+      ops_unary_params_init(&p);
+      p.fn = (int32_t)(next() % 11);
+      accepted(s, ops_unary_workspace_size(s->handle, &p, &x, &y, &bytes));
+      ops_unary_explain(s->handle, &p, &x, &y, &s->explain);
+      break;
+    }
+    case 1: {
+      ops_scale_params p;
+      ops_scale_params_init(&p);
+      accepted(s, ops_scale_workspace_size(s->handle, &p, &x, &y, &bytes));
+      ops_scale_explain(s->handle, &p, &x, &y, &s->explain);
+      break;
+    }
+    case 2: {
+      ops_dropout_params p;
+      ops_dropout_params_init(&p);
+      p.p = 0.25f;
+      accepted(s, ops_dropout_workspace_size(s->handle, &p, &x, &y, &bytes));
+      ops_dropout_explain(s->handle, &p, &x, &y, &s->explain);
+      break;
+    }
+    default: {
+      ops_sin_affine_params p;
+      ops_sin_affine_params_init(&p);
+      accepted(s, ops_sin_affine_workspace_size(s->handle, &p, &x, &y, &bytes));
+      ops_sin_affine_explain(s->handle, &p, &x, &y, &s->explain);
+    }
+  }
+}
+
 static void rope(sweep *s) {
   const int64_t t = extent(), d = coin() ? 128 : extent();
   const int64_t qs[3] = {t, extent(), d}, ks[3] = {t, extent(), d}, ps[1] = {t};
@@ -214,7 +252,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "size_sweep: no handle: %s\n", ops_last_error());
     return 1;
   }
-  static void (*const ops[])(sweep *) = {sdpa, sdpa, gemm, rows, rows, reduce, binary, rope, kv_cache_append};
+  static void (*const ops[])(sweep *) = {sdpa,   sdpa, gemm, rows, rows, reduce, binary, elementwise,
+                                                 rope, kv_cache_append};
   for (long i = 0; i < calls; ++i) {
     sweep *s = coin() ? &hopper : &cpu;
     s->explain.struct_size = sizeof s->explain;

@@ -252,8 +252,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "size_sweep: no handle: %s\n", ops_last_error());
     return 1;
   }
-  static void (*const ops[])(sweep *) = {sdpa,   sdpa, gemm, rows, rows, reduce, binary, elementwise,
-                                                 rope, kv_cache_append};
+  static void (*const ops[])(sweep *) = {sdpa, sdpa, gemm, rows, rows, reduce, binary, elementwise,
+                                         rope, kv_cache_append};
   for (long i = 0; i < calls; ++i) {
     sweep *s = coin() ? &hopper : &cpu;
     s->explain.struct_size = sizeof s->explain;

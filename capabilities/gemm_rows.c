@@ -1,4 +1,6 @@
 /* Capability rows of ops_gemm. */
+#include <math.h>
+
 #include "capabilities/cuda_row.h"
 #include "capabilities/kernel_ids.h"
 #include "kernels/gemm/gemm_cpu.h"
@@ -54,6 +56,71 @@ static const char *sm90_plan(const opsi_problem *p) {
   return p->out_dtype == OPS_DTYPE_F32 ? OPSI_GEMM_SM90_PLAN_THREAD_STORE : OPSI_GEMM_SM90_PLAN_TMA_STORE;
 }
 
+/* The split-K rows (gemm_kernels.h's OPSI_GEMM_SM90_SPLITK_KERNELS): the same kernel, its K
+ * split where the tiles fill too few SMs (gemm_shape.h), as the launcher takes it: the
+ * parts of a tile are a cluster whose first block reduces them (no workspace). */
+static int32_t splitk_parts(const opsi_problem *p, int32_t bn) {
+  const int64_t *d = p->dims;
+  return opsi_gemm_splitk_parts(d[OPSI_GEMM_BATCH], d[OPSI_GEMM_M], d[OPSI_GEMM_N], d[OPSI_GEMM_K], bn, p->sm_count);
+}
+
+static const char *splitk_plan(const opsi_problem *p, int32_t bn) {
+  const int32_t parts = splitk_parts(p, bn);
+  return parts > 1 ? opsi_gemm_splitk_plan(parts) : sm90_plan(p);
+}
+
+/* Units (tiles x parts) on the grid, one launch. */
+static void splitk_grid(const opsi_problem *p, int32_t bn, opsi_grid_estimate *e) {
+  const int64_t *d = p->dims;
+  const int32_t parts = splitk_parts(p, bn);
+  const double b = (double)d[OPSI_GEMM_BATCH], m = (double)d[OPSI_GEMM_M], n = (double)d[OPSI_GEMM_N];
+  const double tm = ceil(m / OPSI_GEMM_SM90_BM), tn = ceil(n / bn);
+  e->blocks = b * tm * tn * parts;
+  e->pad_factor = m > 0 && n > 0 ? tm * OPSI_GEMM_SM90_BM * tn * bn / (m * n) : 1.0;
+  e->bytes_factor = 1.0;
+  e->launches = 1;
+}
+
+#define SPLITK_FNS(ID, NAME, BN)                                                                                 \
+  static int32_t splitk_parts_##BN(const opsi_problem *p) { return splitk_parts(p, BN); }                      \
+  static const char *splitk_plan_##BN(const opsi_problem *p) { return splitk_plan(p, BN); }                      \
+  static void splitk_grid_##BN(const opsi_problem *p, opsi_grid_estimate *e) { splitk_grid(p, BN, e); }
+OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
+#undef SPLITK_FNS
+
+#define SPLITK_ROW(ID, NAME, BN)                                                                              \
+  SPLITK_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,          \
+               OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME),
+#define SPLITK_ROW_X(...) SPLITK_ROW_(__VA_ARGS__)
+#define SPLITK_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                                  \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
+      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
+      .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,                                        \
+      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
+      .dim_min = {[OPSI_GEMM_K] = 1}, .dim_max = {[OPSI_GEMM_BATCH] = 2147483647},                           \
+      .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of a unit's K range into a " \
+                                #STAGES "-stage ring"},                                                     \
+                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows each, wgmma m64n" #BN "k16; rank 0 adds " \
+                                 "the parts, runs the epilogue"}},                                           \
+      .stages = STAGES,                                                                                      \
+      .smem_layout = "as cuda_gemm_sm90_128x" #BN "; with n > 1 the ring then holds a block's partial "      \
+                     "tile, f32, [warpgroup][" #BN " / 8][128 threads] float4, which the cluster's first block " \
+                     "reads over distributed shared memory",                                                \
+      .smem_bytes = OPSI_GEMM_SM90_SMEM(BN),                                                                 \
+      .threads = OPSI_GEMM_SM90_THREADS,                                                                     \
+      .vector_bytes = 16,                                                                                    \
+      .deterministic = 1,                                                                                    \
+      .reduction_order = "per output: each part's K blocks of 64 in order (wgmma k16 steps in order, f32), " \
+                         "then the parts in rank order (f32)",                                               \
+      .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
+      .tiling = GEMM_TILING(128, BN, 1),                                                                     \
+      .workspace_formula = "0 (K split in n = 1, 2, 4 or 8 parts: the least-time count whose blocks fit a " \
+                           "wave of sm_count, at least 4 K blocks a part)",                                  \
+      .plan = splitk_plan_##BN, .grid = splitk_grid_##BN, .parts = splitk_parts_##BN,                        \
+      .launch = LAUNCH, .tests = OPSI_GPU_TESTS,                                                             \
+  }
+
 /* The cp.async pipelined kernels (gemm_pipelined.cuh): 4 stages of 64 bytes of K a row. */
 #define CP_ROW(ID, NAME, DTYPES, UNIT, TF32, MMA, EFF)                                                         \
   {                                                                                                          \
@@ -100,6 +167,7 @@ const opsi_kernel_row opsi_gemm_rows[] = {
                  "panel of 64 columns of a row at once",
                  opsi_gemm_cpu_panel),
     OPSI_GEMM_SM90_KERNELS(SM90_ROW)
+    OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_ROW)
     {
         .id = OPSI_KERNEL_CUDA_GEMM_MMA, .name = "cuda_gemm_mma", .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA,
         .sm_min = 80, .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),

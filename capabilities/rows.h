@@ -65,6 +65,10 @@ typedef struct opsi_grid_estimate {
 } opsi_grid_estimate;
 typedef void (*opsi_grid_fn)(const opsi_problem *problem, opsi_grid_estimate *estimate);
 
+/* The parts a split row cuts a call's reduction into (split-K GEMM); a call it would run in
+ * one part is not its to run (the unsplit row runs it the same way): rule "shape". */
+typedef int32_t (*opsi_parts_fn)(const opsi_problem *problem);
+
 typedef struct opsi_kernel_row {
   /* identity */
   int32_t id;       /* stable kernel_id: never renumbered or reused */
@@ -101,6 +105,7 @@ typedef struct opsi_kernel_row {
                                            tiled dim 0's tile count must divide by it */
   opsi_plan_fn plan;                    /* NULL: it runs one way */
   opsi_grid_fn grid;                    /* NULL: the tiling states the grid */
+  opsi_parts_fn parts;                  /* NULL: not a split row */
 
   /* what it costs (dispatch/cost.c; coefficients per SM family in capabilities/machines.c) */
   int32_t unit;         /* opsi_unit bounding its arithmetic */

@@ -156,6 +156,11 @@ static int rule_shape(const opsi_problem *p, const opsi_kernel_row *r, const ops
       return 0;
     }
   }
+  if (r->parts != NULL && r->parts(p) <= 1) {
+    snprintf(msg, n, "splits the reduction in 1 part here (tiles fill the device, or K is short): the "
+                     "unsplit kernel runs it");
+    return 0;
+  }
   return 1;
 }
 

@@ -21,6 +21,7 @@ extern "C" {
 #define OPSI_GEMM_SM90_PROTO(ID, NAME, BN) \
   ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
 OPSI_GEMM_SM90_KERNELS(OPSI_GEMM_SM90_PROTO)
+OPSI_GEMM_SM90_SPLITK_KERNELS(OPSI_GEMM_SM90_PROTO)
 #undef OPSI_GEMM_SM90_PROTO
 /* Any SM >= 80, any strides: mma.sync (f16 / bf16) or strict f32 FMA. */
 ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args);

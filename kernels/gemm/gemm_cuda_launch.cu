@@ -8,6 +8,7 @@
 #include "kernels/gemm/gemm_args.h"
 #include "kernels/gemm/gemm_cuda.h"
 #include "kernels/gemm/gemm_pipelined.cuh"
+#include "kernels/gemm/gemm_shape.h"
 #include "kernels/gemm/gemm_sm90.cuh"
 #include "kernels/gemm/gemm_tiled.cuh"
 #include "kernels/gemm/gemv.cuh"
@@ -110,23 +111,32 @@ bool encode_store_map(CUtensorMap *map, const opsi::gemm_geom &g) {
   return map_3d(map, g.d.p, g.d_dtype, g.n, g.m, g.d.sr, g.batch, g.batch > 1 ? g.d.sb : 0, 64) == CUDA_SUCCESS;
 }
 
-template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a) {
+/* split: the _splitk row, whose K split comes from the shape and the device
+ * (opsi_gemm_splitk_parts). */
+template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_args *a, bool split) {
   const opsi::gemm_geom g = geom_of(a);
   const bool b_mn = b_n_major(g);
   CUtensorMap ma, mb, md;
-  GEMM_TRY(encode_map(ctx, &ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, opsi::sm90::BM, "the tensor map of a"));
+  const int32_t a_rows = opsi_gemm_sm90_a_rows(g.m);
+  GEMM_TRY(encode_map(ctx, &ma, g.a.p, a->a.dtype, g.k, g.m, g.a.sr, g.batch, g.a.sb, a_rows, "the tensor map of a"));
   if (b_mn) {
     GEMM_TRY(encode_map(ctx, &mb, g.b.p, a->b.dtype, g.n, g.k, g.b.sr, g.batch, g.b.sb, 64, "the tensor map of b"));
   } else {
     GEMM_TRY(encode_map(ctx, &mb, g.b.p, a->b.dtype, g.k, g.n, g.b.sc, g.batch, g.b.sb, BN, "the tensor map of b"));
   }
   memset(&md, 0, sizeof md);
-  const int d_tma = encode_store_map(&md, g) ? 1 : 0;
   opsi::tile_order order;
   order.tiles_m = (int32_t)((g.m + opsi::sm90::BM - 1) / opsi::sm90::BM);
   order.tiles_n = (int32_t)((g.n + BN - 1) / BN);
   order.tiles = g.batch * order.tiles_m * order.tiles_n;
-  const int grid = (int)(order.tiles < ctx->sm_count ? order.tiles : ctx->sm_count);
+  opsi::sm90::k_split ks;
+  ks.parts = split ? opsi_gemm_splitk_parts(g.batch, g.m, g.n, g.k, BN, ctx->sm_count) : 1;
+  const int64_t kblocks = (g.k + opsi::sm90::BK - 1) / opsi::sm90::BK;
+  ks.kb_per_part = (int32_t)((kblocks + ks.parts - 1) / ks.parts);
+  ks.a_bytes = a_rows * opsi::sm90::BK * 2;
+  const int d_tma = encode_store_map(&md, g) ? 1 : 0;
+  const int64_t units = order.tiles * ks.parts; /* split: every unit its own block, within a wave */
+  const int grid = (int)(ks.parts > 1 || units < ctx->sm_count ? units : ctx->sm_count);
   const int pairs = (pair_view(g.d, g.batch, g.d_dtype) ? 1 : 0) |
                     (pair_view(g.c, g.batch, g.d_dtype) && pair_view(g.res, g.batch, g.d_dtype) &&
                              (g.bias.sc == 0 || pair_view(g.bias, g.batch, g.d_dtype))
@@ -136,7 +146,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
 #define OPSI_SM90_LAUNCH(T, B_MN) \
-  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, a_batched, b_batched, pairs, d_tma, grid, stream)
+  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, grid, stream)
   if (a->a.dtype == OPS_DTYPE_BF16) {
     e = b_mn ? OPSI_SM90_LAUNCH(__nv_bfloat16, true) : OPSI_SM90_LAUNCH(__nv_bfloat16, false);
   } else {
@@ -147,7 +157,10 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   gr[0] = grid, gr[1] = gr[2] = 1;
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
-  ctx->info->plan = d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
+  ctx->info->cluster = ks.parts > 1 ? ks.parts : 0;
+  ctx->info->plan = ks.parts > 1 ? opsi_gemm_splitk_plan(ks.parts)
+                    : d_tma      ? OPSI_GEMM_SM90_PLAN_TMA_STORE
+                                 : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
   return opsi::launch_status(ctx, e);
 }
 
@@ -214,9 +227,15 @@ ops_status run_gemv(const opsi_launch *ctx, const opsi_gemm_args *a, int by_rows
 
 #define OPSI_SM90_LAUNCHER(ID, NAME, BN)                                                      \
   extern "C" ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
-    return run_sm90<BN>(ctx, static_cast<const opsi_gemm_args *>(args));                       \
+    return run_sm90<BN>(ctx, static_cast<const opsi_gemm_args *>(args), false);                \
   }
 OPSI_GEMM_SM90_KERNELS(OPSI_SM90_LAUNCHER)
+#undef OPSI_SM90_LAUNCHER
+#define OPSI_SM90_LAUNCHER(ID, NAME, BN)                                                      \
+  extern "C" ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
+    return run_sm90<BN>(ctx, static_cast<const opsi_gemm_args *>(args), true);                 \
+  }
+OPSI_GEMM_SM90_SPLITK_KERNELS(OPSI_SM90_LAUNCHER)
 extern "C" ops_status opsi_gemm_cuda_tiled(const opsi_launch *ctx, const void *args) {
   return run_tiled(ctx, static_cast<const opsi_gemm_args *>(args));
 }

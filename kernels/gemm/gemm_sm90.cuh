@@ -9,7 +9,10 @@
  *
  * Warpgroup 0 is the producer (setmaxnreg LOAD_REGS, gemm_shape.h; one thread issues);
  * warpgroups 1 and 2 are the consumers (setmaxnreg MMA_REGS), 64 rows of the tile each. Tiles
- * are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM.
+ * are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM; a
+ * consumer whose 64 rows lie wholly past M hands its stages back unread. Split-K (k_split,
+ * gemm_shape.h): a block is one K range of a tile, the ranges of a tile one cluster, whose
+ * first block adds the others' partials (split_reduce) and runs the epilogue.
  * K, M and N tails: TMA fills out-of-range elements with zeros; stores are bounded.
  */
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_
@@ -28,6 +31,37 @@
 namespace opsi {
 namespace sm90 {
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The K split's reduction, run by every thread of every block of a tile's cluster after its
+ * mainloop (the ring is idle: every stage it filled was consumed). Blocks of rank > 0 put
+ * their consumers' live accumulators in their ring, lane-interleaved float4 ([warpgroup]
+ * [BN / 8][128 threads]); the first block adds them to its own in rank order. Consumer
+ * warpgroups meet on named barrier 3 before the ring is overwritten. live: this consumer
+ * warpgroup's rows begin inside the output. */
+template <int BN>
+__device__ __forceinline__ void split_reduce(uint8_t *ring_smem, int32_t parts, bool consumer, bool live, int cw,
+                                             float (&acc)[BN / 2]) {
+  const uint32_t rank = cluster_rank();
+  float4 *mine = reinterpret_cast<float4 *>(ring_smem) + cw * (BN / 8) * 128 + threadIdx.x % 128;
+  if (consumer) named_bar_sync(3, 256);
+  if (consumer && live && rank > 0) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) mine[j * 128] = make_float4(acc[j * 4], acc[j * 4 + 1], acc[j * 4 + 2], acc[j * 4 + 3]);
+  }
+  cluster_sync();
+  if (consumer && live && rank == 0) {
+    for (int32_t r = 1; r < parts; ++r) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const float4 v = ld_cluster_f4(mine + j * 128, (uint32_t)r);
+        acc[j * 4] += v.x, acc[j * 4 + 1] += v.y, acc[j * 4 + 2] += v.z, acc[j * 4 + 3] += v.w;
+      }
+    }
+  }
+  cluster_sync(); /* the other blocks' shared memory stays until the first has read it */
+}
+#endif
+
 /* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
  * every bt: a broadcast operand). pairs, bit 0: D's columns are unit-stride and every pair of
  * columns (2c, 2c + 1) is aligned for one store; bit 1: so are C's and the residual's (each
@@ -37,7 +71,7 @@ template <typename T, int BN, bool B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const gemm_geom g, const tile_order order,
-                     int32_t a_batched, int32_t b_batched, int32_t pairs, int32_t d_tma) {
+                     const k_split ks, int32_t a_batched, int32_t b_batched, int32_t pairs, int32_t d_tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = cfg<BN>;
   extern __shared__ uint8_t smem_raw[];
@@ -58,7 +92,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_LOAD_REGS));
     if (warp == 0 && lane == 0) {
       const producer<BN, B_MN> load{sm, &map_a, &map_b, a_batched, b_batched};
-      load.run(order, kblocks);
+      load.run(order, ks, kblocks);
+    }
+    if (ks.parts > 1) { /* one unit a block: its cluster's reduction */
+      float none[BN / 2];
+      split_reduce<BN>(sm.stages, ks.parts, false, false, 0, none);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_MMA_REGS));
@@ -73,41 +111,56 @@ __global__ void __launch_bounds__(THREADS, 1)
                      : g.bias.p == nullptr                           ? EPI_ACT
                      : bias_vec                                      ? EPI_BIAS_VEC
                                                                      : EPI_GENERAL;
-    for (tile_scheduler ts(order); ts.valid(); ts.advance()) {
+    for (tile_scheduler ts(order, ks.parts); ts.valid(); ts.advance()) {
       int64_t bt;
       int32_t tm, tn;
+      int kb0, kb1;
       ts.tile(&bt, &tm, &tn);
+      ts.k_range(kblocks, ks.kb_per_part, &kb0, &kb1);
+      const int64_t row_base = (int64_t)tm * BM + cw * 64;
       uint32_t bias_pair = 0;
       const int64_t bias_col = (int64_t)tn * BN + 2 * (threadIdx.x % 128);
-      if (bias_vec && 2 * (threadIdx.x % 128) < BN && bias_col + 1 < g.n) {
+      if (ts.part() == 0 && bias_vec && 2 * (threadIdx.x % 128) < BN && bias_col + 1 < g.n) {
         bias_pair = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(g.bias.p) + bt * g.bias.sb +
                                                         bias_col);
       }
-      mma<T, BN, B_MN>(sm, ring, kblocks, cw, lane, acc);
-      epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, (int64_t)tm * BM + cw * 64, (int64_t)tn * BN, acc, pairs,
-                        sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+      if (row_base < g.m) mma<T, BN, B_MN>(sm, ring, kb1 - kb0, cw, lane, acc);
+      else mma_skip<BN>(sm, ring, kb1 - kb0, lane, acc);
+      if (ks.parts > 1) split_reduce<BN>(sm.stages, ks.parts, true, row_base < g.m, cw, acc);
+      if (ts.part() == 0) {
+        epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, acc, pairs,
+                          sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+      }
     }
     if (threadIdx.x % 128 == 0) bulk_wait<0>(); /* the last TMA stores, before shared memory goes */
   }
 #else
-  (void)map_a, (void)map_b, (void)map_d, (void)g, (void)order, (void)a_batched, (void)b_batched, (void)pairs,
-      (void)d_tma;
+  (void)map_a, (void)map_b, (void)map_d, (void)g, (void)order, (void)ks, (void)a_batched, (void)b_batched,
+      (void)pairs, (void)d_tma;
   __trap();
 #endif
 }
 
-/* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs. */
+/* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs; with
+ * ks.parts > 1 (grid = tiles x parts) in clusters of ks.parts. */
 template <typename T, int BN, bool B_MN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_d,
-                             const gemm_geom &g, const tile_order &order, int a_batched, int b_batched, int pairs,
-                             int d_tma, int grid, cudaStream_t stream) {
+                             const gemm_geom &g, const tile_order &order, const k_split &ks, int a_batched,
+                             int b_batched, int pairs, int d_tma, int grid, cudaStream_t stream) {
   const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
   const cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  kernel<<<grid, THREADS, cfg<BN>::SMEM_BYTES, stream>>>(map_a, map_b, map_d, g, order, a_batched, b_batched,
-                                                          pairs, d_tma);
-  return cudaGetLastError();
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3((unsigned)grid);
+  lc.blockDim = dim3(THREADS);
+  lc.dynamicSmemBytes = cfg<BN>::SMEM_BYTES;
+  lc.stream = stream;
+  cudaLaunchAttribute cl[1];
+  cl[0].id = cudaLaunchAttributeClusterDimension;
+  cl[0].val.clusterDim.x = (unsigned)ks.parts, cl[0].val.clusterDim.y = cl[0].val.clusterDim.z = 1;
+  lc.attrs = cl, lc.numAttrs = ks.parts > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&lc, kernel, map_a, map_b, map_d, g, order, ks, a_batched, b_batched, pairs, d_tma);
 }
 
 }  // namespace sm90
@@ -118,6 +171,6 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 #define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)                                                               \
   template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
-      const opsi::tile_order &, int, int, int, int, int, cudaStream_t);
+      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, cudaStream_t);
 
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_ */

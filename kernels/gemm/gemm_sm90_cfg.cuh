@@ -54,15 +54,46 @@ template <int BN> struct smem_plan {
   }
 };
 
-/* A block's walk over the output tiles (tile_order: groups of 8 tile rows), persistent:
- * for (tile_scheduler ts(order); ts.valid(); ts.advance()). */
+/* The K split of a call (gemm_shape.h): each tile's K blocks in `parts` ranges of
+ * kb_per_part, a work unit a (tile, range); with parts > 1 the grid is one block a unit and the
+ * parts of a tile are one cluster (rank = part). a_bytes: the bytes of a stage's A box
+ * (opsi_gemm_sm90_a_rows rows). */
+struct k_split {
+  int32_t parts, kb_per_part, a_bytes;
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* A float4 at `p`'s offset in the shared memory of cluster block `rank`. */
+__device__ __forceinline__ float4 ld_cluster_f4(const void *p, uint32_t rank) {
+  float4 v;
+  asm volatile(
+      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %4, %5;\nld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra];\n}"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+      : "r"(smem_addr(p)), "r"(rank)
+      : "memory");
+  return v;
+}
+#endif
+
+/* A block's walk over the work units (tile_order's tiles, each in ks.parts K ranges),
+ * persistent: for (tile_scheduler ts(order, ks.parts); ts.valid(); ts.advance()). */
 struct tile_scheduler {
   const tile_order &order;
+  const int32_t parts;
   int64_t t;
-  __device__ __forceinline__ explicit tile_scheduler(const tile_order &o) : order(o), t(blockIdx.x) {}
-  __device__ __forceinline__ bool valid() const { return t < order.tiles; }
+  __device__ __forceinline__ tile_scheduler(const tile_order &o, int32_t p) : order(o), parts(p), t(blockIdx.x) {}
+  __device__ __forceinline__ bool valid() const { return t < order.tiles * parts; }
   __device__ __forceinline__ void advance() { t += gridDim.x; }
-  __device__ __forceinline__ void tile(int64_t *bt, int32_t *tm, int32_t *tn) const { order.decode(t, bt, tm, tn); }
+  __device__ __forceinline__ int64_t tile_index() const { return t / parts; }
+  __device__ __forceinline__ int32_t part() const { return (int32_t)(t % parts); }
+  __device__ __forceinline__ void tile(int64_t *bt, int32_t *tm, int32_t *tn) const {
+    order.decode(tile_index(), bt, tm, tn);
+  }
+  /* the unit's K blocks [*kb0, *kb1) */
+  __device__ __forceinline__ void k_range(int kblocks, int kb_per_part, int *kb0, int *kb1) const {
+    *kb0 = part() * kb_per_part;
+    *kb1 = min(kblocks, *kb0 + kb_per_part);
+  }
 };
 
 }  // namespace sm90

@@ -1,6 +1,6 @@
 /*
  * The Hopper GEMM's producer: one thread of warpgroup 0 issues the TMA loads of each K block
- * of every tile the block walks (A: BM x BK, K-major; B: BN x BK K-major, or BN / 64 boxes of
+ * of every work unit (a tile, or a K range of one) the block walks (A: BM x BK, K-major; B: BN x BK K-major, or BN / 64 boxes of
  * 64 x 64 N-major) into the ring of STAGES shared-memory stages, 128-byte swizzled; a stage's
  * full mbarrier completes when its bytes have landed, and the producer waits for its empty
  * mbarrier (the consumers' hand-back) before refilling it.
@@ -21,19 +21,21 @@ template <int BN, bool B_MN> struct producer {
   const CUtensorMap *map_a, *map_b;
   int32_t a_batched, b_batched;
 
-  __device__ __forceinline__ void run(const tile_order &order, int kblocks) const {
+  __device__ __forceinline__ void run(const tile_order &order, const k_split &ks, int kblocks) const {
     using C = cfg<BN>;
     ring_iter<C::STAGES> ring;
-    for (tile_scheduler ts(order); ts.valid(); ts.advance()) {
+    for (tile_scheduler ts(order, ks.parts); ts.valid(); ts.advance()) {
       int64_t bt;
       int32_t tm, tn;
+      int kb0, kb1;
       ts.tile(&bt, &tm, &tn);
+      ts.k_range(kblocks, ks.kb_per_part, &kb0, &kb1);
       const int32_t ba = a_batched ? (int32_t)bt : 0, bb = b_batched ? (int32_t)bt : 0;
-      for (int kb = 0; kb < kblocks; ++kb) {
+      for (int kb = kb0; kb < kb1; ++kb) {
         const int stage = ring.stage;
         mbar_wait(&sm.empty[stage], ring.phase ^ 1);
         uint8_t *sa = sm.stages + stage * C::STAGE_BYTES, *sb = sa + C::A_BYTES;
-        mbar_expect_tx(&sm.full[stage], C::STAGE_BYTES);
+        mbar_expect_tx(&sm.full[stage], ks.a_bytes + C::B_BYTES); /* A's box may be shorter than BM */
         tma_load(sa, map_a, &sm.full[stage], kb * BK, tm * BM, ba);
         if (B_MN) {
 #pragma unroll

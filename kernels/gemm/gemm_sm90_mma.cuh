@@ -47,6 +47,20 @@ __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::
   fence_regs(acc);
   if (prev >= 0 && lane == 0) mbar_arrive(&sm.empty[prev]);
 }
+
+/* A half of the tile wholly past M: its K blocks' stages are handed back unread (the
+ * accumulators, which nothing stores, are zeroed). */
+template <int BN>
+__device__ __forceinline__ void mma_skip(const smem_plan<BN> &sm, ring_iter<cfg<BN>::STAGES> &ring, int kblocks,
+                                         int lane, float (&acc)[BN / 2]) {
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int kb = 0; kb < kblocks; ++kb) {
+    mbar_wait(&sm.full[ring.stage], ring.phase);
+    if (lane == 0) mbar_arrive(&sm.empty[ring.stage]);
+    ring.advance();
+  }
+}
 #endif
 
 }  // namespace sm90

@@ -15,6 +15,7 @@ void elementwise_chains(void **state);
 void gemm(void **state);
 void gemm_tf32(void **state);
 void gemm_many_tiles(void **state);
+void gemm_split_k(void **state);
 void sdpa_many_tiles(void **state);
 void sdpa_wide_windows(void **state);
 void sdpa_kv_cache(void **state);

@@ -95,6 +95,7 @@ int main(void) {
       cmocka_unit_test(elementwise_chains),
       cmocka_unit_test(gemm),
       cmocka_unit_test(gemm_many_tiles),
+      cmocka_unit_test(gemm_split_k),
       cmocka_unit_test(gemm_tf32),
       cmocka_unit_test(sdpa_many_tiles),
       cmocka_unit_test(sdpa_wide_windows),

@@ -334,3 +334,84 @@ void gemm_many_tiles(void **state) {
   sp.epi = 1, sp.all = 1, sp.act = OPS_ACT_GELU_TANH;
   gemm_run_spec(&sp, 0);
 }
+
+/* Split-K (cuda_gemm_sm90_128x128_splitk and _128x256_splitk, and every other kernel on the
+ * same calls): few output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
+ * second consumer half idle); two tile rows, the second partial (its second half wholly past
+ * M), N and K tails; a batch with A
+ * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then the split
+ * kernel, pinned, five times on one call: no workspace, bitwise identical D (its parts are
+ * added in rank order). */
+void gemm_split_k(void **state) {
+  (void)state;
+  static const struct {
+    int64_t batch, m, n, k;
+    int bcast, epi, lb;
+    int32_t dt, ddt;
+  } kShapes[] = {
+      {0, 16, 4096, 4096, 0, 0, 2, OPS_DTYPE_BF16, OPS_DTYPE_BF16},
+      {0, 200, 520, 4104, 0, 1, 2, OPS_DTYPE_F16, OPS_DTYPE_F16},
+      {2, 72, 304, 2000, 1, 1, 0, OPS_DTYPE_BF16, OPS_DTYPE_F32},
+      {0, 5, 40, 16384, 0, 1, 2, OPS_DTYPE_BF16, OPS_DTYPE_BF16},
+  };
+  for (size_t i = 0; i < sizeof kShapes / sizeof kShapes[0]; ++i) {
+    gemm_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.batch = kShapes[i].batch, sp.m = kShapes[i].m, sp.n = kShapes[i].n, sp.k = kShapes[i].k;
+    sp.bcast = kShapes[i].bcast, sp.epi = sp.all = kShapes[i].epi, sp.lb = kShapes[i].lb;
+    sp.dt = kShapes[i].dt, sp.ddt = kShapes[i].ddt;
+    gemm_run_spec(&sp, (int)i);
+  }
+  if (!g_have_cuda) return;
+  const int64_t m = 48, n = 1000, k = 8192;
+  const size_t na = (size_t)(m * k), nb = (size_t)(k * n), nd = (size_t)(m * n);
+  uint16_t *host = malloc((na + nb) * sizeof *host);
+  uint16_t *out = malloc(2 * nd * sizeof *out);
+  assert_non_null(host);
+  assert_non_null(out);
+  for (size_t j = 0; j < na + nb; ++j) {
+    const float f = (float)opst_uniform(&g_rng, -1, 1);
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    host[j] = (uint16_t)(bits >> 16); /* bf16 */
+  }
+  void *a, *b, *d;
+  CUDA_OK(cudaMalloc(&a, na * 2));
+  CUDA_OK(cudaMalloc(&b, nb * 2));
+  CUDA_OK(cudaMalloc(&d, nd * 2));
+  CUDA_OK(cudaMemcpy(a, host, na * 2, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(b, host + na, nb * 2, cudaMemcpyHostToDevice));
+  ops_tensor ta, tb, td;
+  const ops_device dev = ops_device_cuda(0);
+  const int64_t sa[2] = {m, k}, sb[2] = {k, n}, sbs[2] = {1, k}, sd[2] = {m, n};
+  OPST_OK(ops_tensor_init(&ta, a, OPS_DTYPE_BF16, dev, 2, sa, NULL));
+  OPST_OK(ops_tensor_init(&tb, b, OPS_DTYPE_BF16, dev, 2, sb, sbs));
+  OPST_OK(ops_tensor_init(&td, d, OPS_DTYPE_BF16, dev, 2, sd, NULL));
+  OPST_OK(ops_handle_pin_kernel(g_gpu, "cuda_gemm_sm90_128x128_splitk"));
+  ops_explain e;
+  e.struct_size = sizeof e;
+  const ops_status st = ops_gemm_explain(g_gpu, NULL, &ta, &tb, &td, &e);
+  if (st == OPS_OK && e.chosen >= 0) {
+    assert_non_null(e.plan[e.chosen]);
+    assert_non_null(strstr(e.plan[e.chosen], "K split in")); /* 8 tiles, 128 K blocks */
+    size_t wsb = 1;
+    OPST_OK(ops_gemm_workspace_size(g_gpu, NULL, &ta, &tb, &td, &wsb));
+    assert_int_equal(wsb, 0); /* the parts meet in a cluster's shared memory */
+    for (int run = 0; run < 5; ++run) {
+      CUDA_OK(cudaMemset(d, 0xff, nd * 2));
+      OPST_OK(ops_gemm(g_gpu, NULL, &ta, &tb, &td, NULL, 0));
+      CUDA_OK(cudaMemcpy(run == 0 ? out : out + nd, d, nd * 2, cudaMemcpyDeviceToHost));
+      if (run > 0 && memcmp(out, out + nd, nd * 2) != 0) {
+        print_error("split-K 48 x 1000 x 8192: run %d differs from run 0\n", run);
+        fail();
+      }
+    }
+    printf("[ SPLIT-K  ] 48 x 1000 x 8192 bf16: %s, 5 runs bitwise identical\n", e.plan[e.chosen]);
+  } else {
+    printf("[ SKIPPED  ] split-K determinism: the split kernel does not run on this device (%s)\n",
+           ops_last_error());
+  }
+  OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
+  cudaFree(a), cudaFree(b), cudaFree(d);
+  free(host), free(out);
+}

@@ -65,8 +65,8 @@ void opst_coverage_note(const char *kernel, const char *problem) {
 }
 
 /* What a CUDA launch used against what its row claims: for the kernels whose shape is fixed
- * (attention and GEMM: one block size, one shared-memory size, one cluster size a kernel),
- * equal; for the others, whose rows state the most a launch takes (row-group sizes, static
+ * (attention and GEMM: one block size, one shared-memory size, one cluster size a kernel, or
+ * for a split GEMM the parts its plan names), equal; for the others, whose rows state the most a launch takes (row-group sizes, static
  * reduction buffers), at most that. */
 static void hold_to_row(seen_kernel *k, const ops_profile_record *r) {
   ops_kernel_info info;
@@ -74,8 +74,11 @@ static void hold_to_row(seen_kernel *k, const ops_profile_record *r) {
   if (r->device.type != OPS_DEVICE_CUDA || ops_kernel_info_by_name(r->kernel_name, &info) != OPS_OK) return;
   const int threads = r->block[0] * r->block[1] * r->block[2];
   const int fixed = info.op == OPS_OP_SDPA || info.op == OPS_OP_GEMM;
+  /* a split GEMM's clusters are its parts, which its plan states ("K split in N parts") */
+  int parts = 0;
+  const int split = r->launch_plan != NULL && sscanf(r->launch_plan, "K split in %d parts", &parts) == 1;
   const int ok = fixed ? threads == info.threads && r->smem_bytes == info.smem_bytes &&
-                             r->cluster_blocks == info.cluster_blocks
+                             (split ? r->cluster_blocks == parts : r->cluster_blocks == info.cluster_blocks)
                        : threads <= info.threads && r->smem_bytes <= info.smem_bytes && r->cluster_blocks <= info.cluster_blocks;
   ++k->launches;
   if (!ok && k->mismatch[0] == '\0') {

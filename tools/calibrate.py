@@ -5,7 +5,9 @@ table (capabilities/calibration_<tag>.c): the refit is this one command.
     python3 tools/calibrate.py SWEEP.json [SWEEP.json ...] --tag h100 --out capabilities/calibration_h100.c
 
 Several sweeps of one device are fitted together (a shape measured in several counts once
-a sweep). The shape features are the terms explain printed when the sweep ran; a sweep made
+a sweep); `--latest PREFIX` keeps, for the kernels whose names start with PREFIX, only the
+samples of the last sweep (in argument order) that timed them: a kernel changed since the
+earlier sweeps. The shape features are the terms explain printed when the sweep ran; a sweep made
 before a change to the model's terms is brought up to date first with
 `bench/sweep.py --reestimate OLD.json --json NEW.json`.
 
@@ -150,6 +152,9 @@ def main():
     ap.add_argument("sweep", nargs="+", help="JSON files written by bench/sweep.py (one device)")
     ap.add_argument("--tag", default="h100", help="the set's C name and explain's tag (with the date)")
     ap.add_argument("--out", default=None, help="the C file (default: standard output)")
+    ap.add_argument("--latest", action="append", default=[], metavar="PREFIX",
+                    help="kernels named PREFIX...: only the samples of the last sweep that timed them "
+                         "(a kernel changed since the earlier sweeps)")
     args = ap.parse_args()
     results = []
     for path in args.sweep:
@@ -160,7 +165,13 @@ def main():
     result["commit"] = ", ".join(sorted({res.get("commit", "?") for res in results}))
     fits = {}
     gbps_cap = GBPS_CAP_X_COPY * 1e3 * max([res.get("copy_tbps") or 0.0 for res in results] + [1.0])
-    for kname, samples in sorted(samples_of(result).items()):
+    merged = samples_of(result)
+    for prefix in args.latest:
+        for res in results:
+            for kname, samples in samples_of(res).items():
+                if kname.startswith(prefix):
+                    merged[kname] = samples
+    for kname, samples in sorted(merged.items()):
         if len(samples) < MIN_SHAPES:
             print(f"calibrate: {kname}: {len(samples)} shape(s), fewer than {MIN_SHAPES}: left to its row",
                   file=sys.stderr)
@@ -171,7 +182,8 @@ def main():
               f"{gbps / 1e3:6.3f} TB/s  {tflops:7.1f} TF/s  rms log error {rms:.3f}", file=sys.stderr)
     sources = " + ".join(os.path.relpath(p) for p in args.sweep)
     argv = ["python3", "tools/calibrate.py"] + [os.path.relpath(p) for p in args.sweep] + \
-        (["--tag", args.tag] if args.tag != "h100" else []) + ["--out", f"capabilities/calibration_{args.tag}.c"]
+        (["--tag", args.tag] if args.tag != "h100" else []) + [f"--latest {p}" for p in args.latest] + \
+        ["--out", f"capabilities/calibration_{args.tag}.c"]
     text = render(result, fits, args.tag, sources, argv)
     if args.out:
         with open(args.out, "w") as f:

@@ -73,6 +73,8 @@ typedef struct gemm_ctx {
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, ld;
   cublasLtMatmulHeuristicResult_t algo;
+  void *ws; /* ops_gemm's workspace (ops_gemm_workspace_size) */
+  size_t ws_bytes;
 } gemm_ctx;
 
 static void setup(gemm_ctx *c, const gemm_case *gc, int lt_mode) {
@@ -133,14 +135,14 @@ static void setup(gemm_ctx *c, const gemm_case *gc, int lt_mode) {
 }
 
 static void teardown(gemm_ctx *c) {
-  cudaFree(c->a), cudaFree(c->b), cudaFree(c->d), cudaFree(c->bias);
+  cudaFree(c->a), cudaFree(c->b), cudaFree(c->d), cudaFree(c->bias), cudaFree(c->ws);
   cublasLtMatrixLayoutDestroy(c->la), cublasLtMatrixLayoutDestroy(c->lb), cublasLtMatrixLayoutDestroy(c->ld);
   cublasLtMatmulDescDestroy(c->op);
 }
 
 static void call_opslib(void *p) {
   gemm_ctx *c = p;
-  CHECK_OPS(ops_gemm(g_h, &c->p, &c->ta, &c->tb, &c->td, NULL, 0));
+  CHECK_OPS(ops_gemm(g_h, &c->p, &c->ta, &c->tb, &c->td, c->ws, c->ws_bytes));
 }
 
 static void call_cublas(void *p) {
@@ -232,6 +234,8 @@ static void bm_opslib(opsb_state *s, const void *arg) {
   ops_explain e;
   e.struct_size = sizeof e;
   CHECK_OPS(ops_gemm_explain(g_h, &c.p, &c.ta, &c.tb, &c.td, &e));
+  CHECK_OPS(ops_gemm_workspace_size(g_h, &c.p, &c.ta, &c.tb, &c.td, &c.ws_bytes));
+  if (c.ws_bytes > 0) c.ws = bench_dev_alloc(c.ws_bytes);
   report(s, gc, bench_time(s, call_opslib, &c, g_stream), 0);
   opsb_label(s, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "none");
   CHECK_OPS(ops_handle_pin_kernel(g_h, NULL));
@@ -271,10 +275,39 @@ static const gemm_case kCases[] = {
     {"nn_pinned_mma/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma", 0},
     {"tn_pinned_mma_cp/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, "cuda_gemm_mma_cp", 0},
     {"nn_pinned_mma_cp/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, "cuda_gemm_mma_cp", 0},
+    /* few output tiles (issue 26's rows), the K split and the kernel without it, pinned */
+    {"tn_pinned_splitk/16x4096x4096", 16, 4096, 4096, 1, EPI_NONE, "cuda_gemm_sm90_128x128_splitk", 0},
+    {"tn_pinned_128x128/16x4096x4096", 16, 4096, 4096, 1, EPI_NONE, "cuda_gemm_sm90_128x128", 0},
+    {"tn_pinned_splitk256/16x4096x4096", 16, 4096, 4096, 1, EPI_NONE, "cuda_gemm_sm90_128x256_splitk", 0},
+    {"tn_pinned_splitk/128x4096x14336", 128, 4096, 14336, 1, EPI_NONE, "cuda_gemm_sm90_128x128_splitk", 0},
+    {"tn_pinned_128x128/128x4096x14336", 128, 4096, 14336, 1, EPI_NONE, "cuda_gemm_sm90_128x128", 0},
+    {"tn_bias_gelu_pinned_splitk/64x4096x4096", 64, 4096, 4096, 1, EPI_BIAS_GELU, "cuda_gemm_sm90_128x128_splitk", 0},
     /* f32 with tf32 allowed */
     {"tn_tf32/4096x4096x4096", 4096, 4096, 4096, 1, EPI_NONE, NULL, 1},
     {"nn_tf32/4096x4096x4096", 4096, 4096, 4096, 0, EPI_NONE, NULL, 1},
 };
+
+/* Issue 26's grid: M in {16 .. 512} over Llama-3 8B and 70B projections (N x K, the weight
+ * K-major as nn.Linear stores it), the dispatcher's choice: "tn_small/MxNxK". */
+static const int64_t kSmallM[] = {16, 32, 64, 128, 256, 512};
+static const int64_t kSmallNK[][2] = {{4096, 4096}, {6144, 4096}, {14336, 4096}, {4096, 14336},
+                                      {8192, 8192}, {28672, 8192}, {8192, 28672}};
+enum { NSMALL = (int)(sizeof kSmallM / sizeof kSmallM[0] * (sizeof kSmallNK / sizeof kSmallNK[0])) };
+static gemm_case g_small[NSMALL];
+static char g_small_names[NSMALL][48];
+
+static void register_case(const gemm_case *gc, char (*name)[96], case_ref *ref, int *k, int *nr) {
+  static const char *const ref_names[3] = {"cublas", "cublaslt", "cublaslt_then_gelu"};
+  for (int r = 0; r < 3; ++r) {
+    if (r == 2 && gc->epi == EPI_NONE) continue; /* the unfused pipeline: epilogue cases */
+    ref[*nr] = (case_ref){gc, r};
+    snprintf(name[*k], sizeof name[*k], "gemm/%s/%s", gc->name, ref_names[r]);
+    opsb_register(name[*k], bm_reference, &ref[*nr], 1);
+    ++*k, ++*nr;
+  }
+  snprintf(name[*k], sizeof name[*k], "gemm/%s/opslib", gc->name);
+  opsb_register(name[(*k)++], bm_opslib, gc, 1);
+}
 
 int main(int argc, char **argv) {
   if (!bench_open("gemm_bench", &g_h, &g_stream)) return 0;
@@ -284,19 +317,16 @@ int main(int argc, char **argv) {
   g_lt_ws = bench_dev_alloc(kLtWorkspace);
   opsb_register("copy/d2d_512MiB", bm_copy, NULL, 1);
   enum { NCASES = sizeof kCases / sizeof kCases[0] };
-  static char names[4 * NCASES][96];
-  static case_ref refs[3 * NCASES];
-  static const char *const ref_names[3] = {"cublas", "cublaslt", "cublaslt_then_gelu"};
+  static char names[4 * (NCASES + NSMALL)][96];
+  static case_ref refs[3 * (NCASES + NSMALL)];
   int k = 0, nr = 0;
-  for (int i = 0; i < NCASES; ++i) {
-    for (int r = 0; r < 3; ++r) {
-      if (r == 2 && kCases[i].epi == EPI_NONE) continue; /* the unfused pipeline: epilogue cases */
-      refs[nr] = (case_ref){&kCases[i], r};
-      snprintf(names[k], sizeof names[k], "gemm/%s/%s", kCases[i].name, ref_names[r]);
-      opsb_register(names[k++], bm_reference, &refs[nr++], 1);
-    }
-    snprintf(names[k], sizeof names[k], "gemm/%s/opslib", kCases[i].name);
-    opsb_register(names[k++], bm_opslib, &kCases[i], 1);
+  for (int i = 0; i < NCASES; ++i) register_case(&kCases[i], names, refs, &k, &nr);
+  for (int i = 0; i < NSMALL; ++i) {
+    const int64_t m = kSmallM[i % 6], n = kSmallNK[i / 6][0], kk = kSmallNK[i / 6][1];
+    snprintf(g_small_names[i], sizeof g_small_names[i], "tn_small/%lldx%lldx%lld", (long long)m, (long long)n,
+             (long long)kk);
+    g_small[i] = (gemm_case){g_small_names[i], m, n, kk, 1, EPI_NONE, NULL, 0};
+    register_case(&g_small[i], names, refs, &k, &nr);
   }
   const int rc = opsb_main(argc, argv);
   cudaFree(g_lt_ws);

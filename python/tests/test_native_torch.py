@@ -130,6 +130,7 @@ def test_what_the_c_path_does_not_take_goes_to_python():
     g = torch.Generator(device=DEV).manual_seed(9)
     x, w = rand(g, 8, 256), rand(g, 256)
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())  # x and w were made on the default stream
     fast, slow = counts()
     with torch.cuda.stream(s):   # the current stream is the C path's
         y1 = opslib.rmsnorm(x, w)

@@ -23,13 +23,20 @@
   SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
              OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME),
 #define SM90_ROW_X(...) SM90_ROW_(__VA_ARGS__)
+/* What every row of the Hopper kernel shares, split or not: the calls it takes, its block,
+ * its cost unit and tiling. */
+#define SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH)                                                        \
+  .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,        \
+  .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16), .out_dtypes = OPSI_FLOAT_DTYPES,  \
+  .variants = OPSI_ALL_VARIANTS, .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR,                 \
+  .fuses = GEMM_EPILOGUE, .align = 16, .dim_min = {[OPSI_GEMM_K] = 1},                                      \
+  .dim_max = {[OPSI_GEMM_BATCH] = 2147483647}, .smem_bytes = OPSI_GEMM_SM90_SMEM(BN),                       \
+  .threads = OPSI_GEMM_SM90_THREADS, .vector_bytes = 16, .deterministic = 1, .unit = OPSI_UNIT_WGMMA_F16,    \
+  .efficiency = EFF, .bytes_factor = 1.0f, .tiling = GEMM_TILING(128, BN, 1), .launch = LAUNCH,              \
+  .tests = OPSI_GPU_TESTS
 #define SM90_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                                     \
   {                                                                                                          \
-      .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
-      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
-      .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,                                        \
-      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
-      .dim_min = {[OPSI_GEMM_K] = 1}, .dim_max = {[OPSI_GEMM_BATCH] = 2147483647},                           \
+      SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH),                                                         \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of A / B K blocks into a " \
                                 #STAGES "-stage ring"},                                                     \
                 {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows each, wgmma m64n" #BN "k16, then the fused " \
@@ -40,14 +47,8 @@
                      "16 KB: two 64x64 16-bit TMA store buffers (128-byte swizzle) or the general epilogue's " \
                      "64x32 f32 staging (rows padded to 40), and " #BN " 16-bit column-bias values; "           \
                      "full/empty mbarrier a stage",                                                          \
-      .smem_bytes = OPSI_GEMM_SM90_SMEM(BN),                                                                 \
-      .threads = OPSI_GEMM_SM90_THREADS,                                                                     \
-      .vector_bytes = 16,                                                                                    \
-      .deterministic = 1,                                                                                    \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
-      .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
-      .tiling = GEMM_TILING(128, BN, 1), .workspace_formula = "0", .launch = LAUNCH, .tests = OPSI_GPU_TESTS, \
-      .plan = sm90_plan,                                                                                     \
+      .workspace_formula = "0", .plan = sm90_plan,                                                           \
   }
 
 /* The rows take contiguous operands with 16-byte aligned rows alone (no OPSI_F_STRIDED, align
@@ -94,11 +95,7 @@ OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
 #define SPLITK_ROW_X(...) SPLITK_ROW_(__VA_ARGS__)
 #define SPLITK_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                                  \
   {                                                                                                          \
-      .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
-      .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
-      .out_dtypes = OPSI_FLOAT_DTYPES, .variants = OPSI_ALL_VARIANTS,                                        \
-      .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR, .fuses = GEMM_EPILOGUE, .align = 16,       \
-      .dim_min = {[OPSI_GEMM_K] = 1}, .dim_max = {[OPSI_GEMM_BATCH] = 2147483647},                           \
+      SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH),                                                         \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of a unit's K range into a " \
                                 #STAGES "-stage ring"},                                                     \
                 {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows each, wgmma m64n" #BN "k16; rank 0 adds " \
@@ -107,18 +104,11 @@ OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
       .smem_layout = "as cuda_gemm_sm90_128x" #BN "; with n > 1 the ring then holds a block's partial "      \
                      "tile, f32, [warpgroup][" #BN " / 8][128 threads] float4, which the cluster's first block " \
                      "reads over distributed shared memory",                                                \
-      .smem_bytes = OPSI_GEMM_SM90_SMEM(BN),                                                                 \
-      .threads = OPSI_GEMM_SM90_THREADS,                                                                     \
-      .vector_bytes = 16,                                                                                    \
-      .deterministic = 1,                                                                                    \
       .reduction_order = "per output: each part's K blocks of 64 in order (wgmma k16 steps in order, f32), " \
                          "then the parts in rank order (f32)",                                               \
-      .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
-      .tiling = GEMM_TILING(128, BN, 1),                                                                     \
-      .workspace_formula = "0 (K split in n = 1, 2, 4 or 8 parts: the least-time count whose blocks fit a " \
+      .workspace_formula = "0 (K split in n = 2, 4 or 8 parts: the least-time count whose blocks fit a "    \
                            "wave of sm_count, at least 4 K blocks a part)",                                  \
       .plan = splitk_plan_##BN, .grid = splitk_grid_##BN, .parts = splitk_parts_##BN,                        \
-      .launch = LAUNCH, .tests = OPSI_GPU_TESTS,                                                             \
   }
 
 /* The cp.async pipelined kernels (gemm_pipelined.cuh): 4 stages of 64 bytes of K a row. */

@@ -37,9 +37,9 @@
  * blocks fit one wave of the device's SMs (one an SM). */
 #define OPSI_GEMM_SPLITK_MAX 8
 #define OPSI_GEMM_SPLITK_MIN_KBLOCKS 4
-/* The split counts a call may take, so that explain and the launcher name them in static
- * words. */
-#define OPSI_GEMM_SPLITK_COUNTS(X) X(1) X(2) X(4) X(8)
+/* The split counts a split call may take (1 is no split: the unsplit rows run it), so that
+ * explain and the launcher name them in static words. */
+#define OPSI_GEMM_SPLITK_COUNTS(X) X(2) X(4) X(8)
 
 /* Output tiles of a call (batch x tiles of 128 x BN); 0 for an empty one, INT64_MAX where
  * the count overflows (such a call is never split). */
@@ -92,7 +92,7 @@ static inline int32_t opsi_gemm_splitk_parts(int64_t batch, int64_t m, int64_t n
 static inline const char *opsi_gemm_splitk_plan(int32_t parts) {
   switch (parts) {
 #define OPSI_GEMM_SPLITK_CASE(N) \
-  case N: return N == 1 ? "persistent; K in one part" : "K split in " #N " parts, a cluster of " #N " a tile";
+  case N: return "K split in " #N " parts, a cluster of " #N " a tile";
     OPSI_GEMM_SPLITK_COUNTS(OPSI_GEMM_SPLITK_CASE)
 #undef OPSI_GEMM_SPLITK_CASE
     default: return "K split (unlisted count)";

@@ -245,6 +245,21 @@ static void gemm_explains_its_path_and_tile(void **state) {
       assert_int_equal(v->reason, cases[i].f32 == 2 ? OPS_REASON_ELIGIBLE : OPS_REASON_MATH_MODE);
       assert_true((strstr(e.problem, " tf32") != NULL) == (cases[i].f32 == 2));
     }
+    if (cases[i].h == h90 && !cases[i].f32 && !cases[i].a_m_major && m > 1 && n > 1) {
+      /* the split rows run only calls they split: 4096^3 fills the SMs unsplit (rule "shape",
+       * the row's parts function); the skinny call is split, and its plan says how */
+      const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x128_splitk");
+      assert_non_null(v);
+      if (m == 4096) {
+        assert_int_equal(v->reason, OPS_REASON_SHAPE);
+        assert_non_null(strstr(v->message, "in 1 part here"));
+      } else {
+        assert_int_equal(v->reason, OPS_REASON_ELIGIBLE);
+        const char *plan = e.plan[v - e.verdicts];
+        assert_non_null(plan);
+        assert_non_null(strstr(plan, "K split in 2 parts, a cluster of 2 a tile"));
+      }
+    }
   }
   ops_handle_destroy(h90);
   ops_handle_destroy(h80);

@@ -129,10 +129,10 @@ __device__ __forceinline__ void tma_load_4d_multicast(void *dst, const CUtensorM
       : "memory");
 }
 /* Thread block clusters: this block's rank, a barrier of every thread of the cluster (memory
- * ordered at cluster scope; threads that have exited are not waited for), and
- * an arrival on the mbarrier at `bar`'s offset in block `rank`'s shared memory (release at
- * CTA scope, the default: a cluster-scope release puts a fence before every arrival, which
- * stalls the consumer warps; bench/RESULTS.md). */
+ * ordered at cluster scope; threads that have exited are not waited for), loads from another
+ * block's shared memory, and an arrival on the mbarrier at `bar`'s offset in block `rank`'s
+ * shared memory (release at CTA scope, the default: a cluster-scope release puts a fence
+ * before every arrival, which stalls the consumer warps; bench/RESULTS.md). */
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -140,6 +140,24 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+/* A float4 / a float at `p`'s offset in the shared memory of cluster block `rank`. */
+__device__ __forceinline__ float4 ld_cluster_f4(const void *p, uint32_t rank) {
+  float4 v;
+  asm volatile(
+      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %4, %5;\nld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra];\n}"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+      : "r"(smem_addr(p)), "r"(rank)
+      : "memory");
+  return v;
+}
+__device__ __forceinline__ float ld_cluster_f32(const void *p, uint32_t rank) {
+  float v;
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %1, %2;\nld.shared::cluster.f32 %0, [ra];\n}"
+               : "=f"(v)
+               : "r"(smem_addr(p)), "r"(rank)
+               : "memory");
+  return v;
 }
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t rank) {
   asm volatile(

@@ -62,19 +62,6 @@ struct k_split {
   int32_t parts, kb_per_part, a_bytes;
 };
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* A float4 at `p`'s offset in the shared memory of cluster block `rank`. */
-__device__ __forceinline__ float4 ld_cluster_f4(const void *p, uint32_t rank) {
-  float4 v;
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %4, %5;\nld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra];\n}"
-      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-      : "r"(smem_addr(p)), "r"(rank)
-      : "memory");
-  return v;
-}
-#endif
-
 /* A block's walk over the work units (tile_order's tiles, each in ks.parts K ranges),
  * persistent: for (tile_scheduler ts(order, ks.parts); ts.valid(); ts.advance()). */
 struct tile_scheduler {

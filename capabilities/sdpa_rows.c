@@ -131,13 +131,23 @@ static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
                                p->sm_count, per_sm);
 }
 
-/* The parts' workspace; SIZE_MAX (which no caller has) where it would not fit. */
-static size_t split_workspace(const opsi_problem *p, int32_t parts) {
+/* Whether a cluster merges the parts (one launch, no workspace); split_parts gave one part
+ * where the units would overflow */
+static int split_clustered(const opsi_problem *p, int bm, int per_sm, int32_t parts) {
+  if (parts <= 1) return 0;
+  const int64_t units = opsi_sdpa_split_units(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], split_row_tiles(p, bm));
+  return opsi_sdpa_split_clustered(p->sm, units, parts, p->sm_count, per_sm);
+}
+
+/* The parts' workspace (none where a cluster merges them); SIZE_MAX (which no caller has)
+ * where it would not fit. */
+static size_t split_workspace(const opsi_problem *p, int32_t parts, int clustered) {
   const int64_t *d = p->dims;
+  if (clustered) return 0;
   const double need = (double)parts * (double)d[OPSI_SDPA_TQ] * (double)d[OPSI_SDPA_HQ] *
                       (4.0 * (double)((d[OPSI_SDPA_DV] + 3) / 4 * 4) + 4.0);
   if (need > 0x1p62) return SIZE_MAX;
-  return opsi_sdpa_split_workspace(parts, d[OPSI_SDPA_TQ], d[OPSI_SDPA_HQ], d[OPSI_SDPA_DV]);
+  return opsi_sdpa_split_workspace(parts, 0, d[OPSI_SDPA_TQ], d[OPSI_SDPA_HQ], d[OPSI_SDPA_DV]);
 }
 
 static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_grid_estimate *e) {
@@ -151,15 +161,17 @@ static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_g
   e->bytes_factor = 1.0 + 0.25 * (double)((tiles < 4 ? tiles : 4) - 1);
   /* a kernel wider than the head dim holds fewer blocks an SM: less of the stream in flight */
   if (d > 0 && dp > d) e->bytes_factor *= (double)dp / (double)d;
-  e->launches = parts > 1 ? 2 : 1;
+  e->launches = parts > 1 && !split_clustered(p, bm, per_sm, parts) ? 2 : 1;
 }
 
 #define SDPA_SPLIT_FNS(ID, NAME, D, BM)                                                                      \
   static size_t split_workspace_##NAME(const opsi_problem *p) {                                            \
-    return split_workspace(p, split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM));                   \
+    const int32_t parts = split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM);                        \
+    return split_workspace(p, parts, split_clustered(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, parts));  \
   }                                                                                                          \
   static const char *split_plan_##NAME(const opsi_problem *p) {                                            \
-    return opsi_sdpa_split_plan(split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM));                         \
+    const int32_t parts = split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM);                        \
+    return opsi_sdpa_split_plan(parts, split_clustered(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, parts)); \
   }                                                                                                          \
   static void split_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) {                            \
     split_grid(p, D, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, e);                                                     \
@@ -200,7 +212,8 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
       .smem_layout = "K and V " #STAGES " stages of " #BN "x" #DP " each, 16-byte chunks XOR-swizzled by "    \
                      "row % 8; Q " #BM " packed rows x " #DP " " SDPA_SPLIT_Q_AT_##DP "; the paged rows' K and "\
                      "V offsets of the next two tiles 2 x 2 x " #BN " int64; the merge's f32 rows of " #DP    \
-                     " + 8 over the ring; "                                                                  \
+                     " + 8 over the ring (merged in a cluster: the part's normalized rows, LSE in column " \
+                     #DP ", which the cluster's blocks read); "                                              \
                      "row max / sum 2 x 64 floats",                                                          \
       .smem_bytes = OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES), .threads = 128, .vector_bytes = 16,            \
       .deterministic = 1,                                                                                    \
@@ -210,8 +223,9 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
       .bytes_factor = 1.0f,                                                                                  \
       .tiling = {{OPSI_SDPA_SQ, OPSI_SDPA_D, -1}, {BM, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1},  \
                  PER_SM},                                                                                    \
-      .workspace_formula = "keys split in n > 1 parts: n x tokens_q x heads_q x (round_up(head_dim_v, 4) + 1) " \
-                           "x 4 bytes (n fills a wave: sm_count x " #PER_SM " blocks)",                       \
+      .workspace_formula = "keys split in n > 1 parts (n fills a wave: sm_count x " #PER_SM " blocks): "      \
+                           "none where a cluster merges them (sm_90, n <= 8), else n x tokens_q x heads_q x " \
+                           "(round_up(head_dim_v, 4) + 1) x 4 bytes",                                        \
       .workspace = split_workspace_##SUFFIX, .plan = split_plan_##SUFFIX, .grid = split_grid_##SUFFIX,       \
       .launch = opsi_sdpa_cuda_split_##SUFFIX, .tests = OPSI_GPU_TESTS,                                      \
   }

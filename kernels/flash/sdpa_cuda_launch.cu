@@ -112,19 +112,23 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid or its combine's exceeds 2^31 - 1 blocks",
                               NULL, 0);
   }
-  if (opsi_sdpa_split_workspace(splits, tokens_q, g.heads_q, g.dv) > ctx->workspace_bytes) {
+  const int clustered = opsi_sdpa_split_clustered(
+      ctx->sm, opsi_sdpa_split_units(g.batch, g.heads_q / g.group, row_tiles), splits, ctx->sm_count, C::PER_SM);
+  if (opsi_sdpa_split_workspace(splits, clustered, tokens_q, g.heads_q, g.dv) > ctx->workspace_bytes) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV workspace is smaller than its row's", NULL, 0);
   }
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
-  info->plan = opsi_sdpa_split_plan(splits);
+  info->plan = opsi_sdpa_split_plan(splits, clustered);
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, (int32_t)row_tiles, ctx->workspace,
-                                                                  tokens_q, ctx->sm, stream, info->grid, info->block,
-                                                                  &info->smem_bytes)
-          : opsi::split::launch_sdpa_split<__half, DP, BM>(g, splits, (int32_t)row_tiles, ctx->workspace, tokens_q,
-                                                           ctx->sm, stream, info->grid, info->block, &info->smem_bytes);
+          ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, (int32_t)row_tiles, clustered,
+                                                                  ctx->workspace, tokens_q, ctx->sm, stream,
+                                                                  info->grid, info->block, &info->smem_bytes,
+                                                                  &info->cluster)
+          : opsi::split::launch_sdpa_split<__half, DP, BM>(g, splits, (int32_t)row_tiles, clustered,
+                                                           ctx->workspace, tokens_q, ctx->sm, stream, info->grid,
+                                                           info->block, &info->smem_bytes, &info->cluster);
   return opsi::launch_status(ctx, e);
 }
 

@@ -20,7 +20,11 @@
  *   merge:   each warp's row max, sum and f32 O into shared memory (the ring's space); the
  *            key warps of a row folded in warp order (no atomics: bitwise reproducible);
  *            one part: O / sum and LSE into the outputs; several: the part's normalized O
- *            and LSE into the workspace, and sdpa_split_combine folds the parts in order.
+ *            and LSE into the workspace, and sdpa_split_combine folds the parts in order;
+ *            or, where the parts are a cluster (sm_90, sdpa_split_shape.h), into the merge
+ *            buffer's own rows, and after a cluster barrier the cluster's blocks fold every
+ *            part's rows in part order over distributed shared memory, rows shared out among
+ *            them (a second barrier keeps each block's rows until all have read them).
  *
  * BM 16 (_m16): the 4 warps split each 64-key tile, 16 keys a warp, over the same 16 rows.
  * BM 64 (_m64): a warp 16 rows over all 64 keys. Operands: 16-bit, unit-stride rows with
@@ -30,6 +34,7 @@
 #define OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
 
 #include "kernels/common/mma_sync.cuh"
+#include "kernels/common/sm90_async.cuh"
 #include "kernels/flash/sdpa_gpu.cuh"
 #include "kernels/flash/sdpa_mma.cuh"
 #include "kernels/flash/sdpa_split_shape.h"
@@ -139,10 +144,53 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   }
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The parts of a row tile as one cluster (rank = part): every block's `red` holds its part's
+ * normalized rows (row r at r * PITCH, the LSE in column DP). After a barrier, the cluster's
+ * threads take the (row, 4 columns) items in turn, each folding the parts in part order as
+ * sdpa_split_combine does; a second barrier keeps every block's rows until all have read. */
+template <typename T, int DP, int BM, int PITCH, int THREADS>
+__device__ __forceinline__ void cluster_merge(const sdpa_geom &g, const sdpa_seq &s, const float *red, int splits,
+                                              int rank, int64_t row0, int64_t rows, int hk, int b, int dv4) {
+  using namespace opsi::sm90;
+  cluster_sync();
+  const int n_rows = rows - row0 < BM ? (int)(rows - row0) : BM, n4 = dv4 / 4;
+  T *op = static_cast<T *>(const_cast<void *>(g.o.p));
+  for (int idx = rank * THREADS + threadIdx.x; idx < n_rows * n4; idx += splits * THREADS) {
+    const int r = idx / n4, c = (idx % n4) * 4;
+    float lse[OPSI_SDPA_SPLIT_CLUSTER_MAX], m = -INFINITY;
+#pragma unroll
+    for (int p = 0; p < OPSI_SDPA_SPLIT_CLUSTER_MAX; ++p) {
+      lse[p] = p < splits ? ld_cluster_f32(&red[r * PITCH + DP], (uint32_t)p) : -INFINITY;
+      m = fmaxf(m, lse[p]);
+    }
+    float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int p = 0; p < OPSI_SDPA_SPLIT_CLUSTER_MAX; ++p) {
+      if (p >= splits) break;
+      const float w = m == -INFINITY || lse[p] == -INFINITY ? 0.0f : __expf(lse[p] - m);
+      const float4 v = ld_cluster_f4(&red[r * PITCH + c], (uint32_t)p);
+      l += w, acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int64_t pr = row0 + r, i = pr / g.group, h = hk * g.group + pr % g.group;
+    T *dst = op + b * g.o.sb + (s.q0 + i) * g.o.ss + h * g.o.sh + c;
+    if (c + 4 <= g.dv) {
+      *reinterpret_cast<uint2 *>(dst) =
+          make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
+    } else {
+      for (int e = 0; e < g.dv - c; ++e) dst[e] = from_f<T>(acc[e] * inv);
+    }
+    if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
+  }
+  cluster_sync();
+}
+#endif
+
 template <typename T, int DP, int BM>
 __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_SM)
-    sdpa_split_kernel(const sdpa_geom g, int32_t splits, int32_t row_tiles, float *ws_lse, float *ws_o,
-                      int64_t tokens_q) {
+    sdpa_split_kernel(const sdpa_geom g, int32_t splits, int32_t row_tiles, int32_t clustered, float *ws_lse,
+                      float *ws_o, int64_t tokens_q) {
   using C = cfg<T, DP, BM>;
   constexpr int BN = C::BN, NW = C::NW, STAGES = C::STAGES, THREADS = C::THREADS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -152,7 +200,9 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
   int64_t *kv_rows = reinterpret_cast<int64_t *>(ring + STAGES * 2 * BN * DP + (C::HOIST_Q ? 0 : BM * DP));
   float *st_m = reinterpret_cast<float *>(kv_rows + 2 * 2 * BN), *st_l = st_m + 64;
 
-  const int rt = blockIdx.x % row_tiles, sp = blockIdx.x / row_tiles;
+  /* a cluster's blocks are one row tile's parts, neighbours in x; else the parts are row_tiles apart */
+  const int rt = clustered ? blockIdx.x / splits : blockIdx.x % row_tiles;
+  const int sp = clustered ? blockIdx.x % splits : blockIdx.x / row_tiles;
   const int hk = blockIdx.y, b = blockIdx.z, group = g.group;
   const sdpa_seq s = sdpa_sequence<true>(g, b);
   const int64_t rows = (int64_t)s.sq * group;
@@ -313,6 +363,10 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
         for (int e = 0; e < g.dv - c; ++e) dst[e] = from_f<T>(acc[e] * inv);
       }
       if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = lse;
+    } else if (clustered) { /* in place: only this thread reads these four columns of row r */
+      *reinterpret_cast<float4 *>(&red[r * C::PITCH + c]) =
+          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      if (c == 0) red[r * C::PITCH + DP] = lse;
     } else {
       const int64_t tq = g.cu_q != nullptr ? s.q0 + i : (int64_t)b * g.seqlen_q + i;
       const int64_t part = ((int64_t)sp * tokens_q + tq) * g.heads_q + h;
@@ -321,6 +375,11 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
       if (c == 0) ws_lse[part] = lse;
     }
   }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (clustered) cluster_merge<T, DP, C::BM, C::PITCH, THREADS>(g, s, red, splits, sp, row0, rows, hk, b, dv4);
+#else
+  if (clustered) __trap(); /* the launcher clusters only code built for sm_90a */
+#endif
 }
 
 /* The parts of each (query row, head), a block a row: warp w folds parts w, w + 4, ... with
@@ -383,25 +442,39 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
   if (threadIdx.x == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + i * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
-/* Host side: grid (row tiles x parts, Hkv, batch), then the combine when there are parts (a
+/* Host side: grid (row tiles x parts, Hkv, batch), the parts of a row tile one cluster where
+ * they are merged in one (sdpa_split_shape.h); else the combine when there are parts (a
  * programmatic dependent launch on sm >= 90). */
 template <typename T, int DP, int BM>
-cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_tiles, void *workspace,
-                              int64_t tokens_q, int32_t sm, cudaStream_t stream, int32_t *grid, int32_t *block,
-                              int32_t *smem_bytes) {
+cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_tiles, int32_t clustered,
+                              void *workspace, int64_t tokens_q, int32_t sm, cudaStream_t stream, int32_t *grid,
+                              int32_t *block, int32_t *smem_bytes, int32_t *cluster) {
   using C = cfg<T, DP, BM>;
   const auto kernel = sdpa_split_kernel<T, DP, BM>;
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  float *ws_lse = static_cast<float *>(workspace);
-  float *ws_o = splits > 1 ? reinterpret_cast<float *>(static_cast<unsigned char *>(workspace) +
-                                                       opsi_sdpa_split_lse_bytes(splits, tokens_q, g.heads_q))
-                           : nullptr;
+  float *ws_lse = splits > 1 && !clustered ? static_cast<float *>(workspace) : nullptr;
+  float *ws_o = ws_lse != nullptr ? reinterpret_cast<float *>(static_cast<unsigned char *>(workspace) +
+                                                              opsi_sdpa_split_lse_bytes(splits, tokens_q, g.heads_q))
+                                  : nullptr;
   const dim3 gr((unsigned)((int64_t)row_tiles * splits), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
-  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, row_tiles, ws_lse, ws_o, tokens_q);
   grid[0] = (int32_t)gr.x, grid[1] = (int32_t)gr.y, grid[2] = (int32_t)gr.z;
   block[0] = C::THREADS, block[1] = block[2] = 1;
   *smem_bytes = C::SMEM_BYTES;
+  *cluster = clustered ? splits : 0;
+  if (clustered) {
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = gr;
+    lc.blockDim = dim3(C::THREADS);
+    lc.dynamicSmemBytes = C::SMEM_BYTES;
+    lc.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)splits, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    lc.attrs = at, lc.numAttrs = 1;
+    return cudaLaunchKernelEx(&lc, kernel, g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q);
+  }
+  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q);
   if (splits > 1) {
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;
@@ -425,8 +498,8 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
 /* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
 #define OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)                                                                   \
   template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(const opsi::sdpa_geom &, int32_t, int32_t,   \
-                                                                 void *, int64_t, int32_t, cudaStream_t,      \
-                                                                 int32_t *, int32_t *, int32_t *);
+                                                                 int32_t, void *, int64_t, int32_t, cudaStream_t,      \
+                                                                 int32_t *, int32_t *, int32_t *, int32_t *);
 #define OPSI_SDPA_SPLIT_INSTANTIATE(T, DP, BM) OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_ */

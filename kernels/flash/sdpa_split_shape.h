@@ -86,32 +86,60 @@ static inline int64_t opsi_sdpa_split_row_tiles(int64_t seqlen_q, int64_t group,
   return (seqlen_q * group + bm - 1) / bm;
 }
 
-/* The parts of a call: opsi_sdpa_split_count over its blocks without a split (batch x KV heads
- * x row tiles) and its key tiles (seqlen_k: the longest sequence, or the cache's capacity). */
+/* How the parts are merged. On sm_90, 2 to CLUSTER_MAX parts may run as one thread block
+ * cluster a row tile (rank = part): each block leaves its normalized partial rows and their LSE
+ * in its shared memory, and the cluster's blocks fold every part's rows over distributed shared
+ * memory in part order (no workspace, one launch). Otherwise each part writes its rows and LSE
+ * to the workspace and sdpa_split_combine folds them in part order (a second launch).
+ * A cluster's blocks are resident together on the SMs of one GPC, so fewer blocks in clusters
+ * fit on the device at once than its slots (H100, 396 slots: 372 in clusters of 3 or 6, 360 of
+ * 8): a grid is clustered only where it fits CLUSTER_FILL of the slots, a single wave. Past
+ * that, a second wave of clusters costs more than the combine (bench/RESULTS.md). */
+#define OPSI_SDPA_SPLIT_CLUSTER_MAX 8
+#define OPSI_SDPA_SPLIT_CLUSTER_FILL 0.9
+static inline int opsi_sdpa_split_clustered(int32_t sm, int64_t units, int32_t parts, int64_t sm_count,
+                                            int32_t per_sm) {
+  return sm >= 90 && parts > 1 && parts <= OPSI_SDPA_SPLIT_CLUSTER_MAX &&
+         (double)(units * parts) <= OPSI_SDPA_SPLIT_CLUSTER_FILL * (double)(sm_count * per_sm);
+}
+
+/* The blocks of a call without a split: batch x KV heads x row tiles */
+static inline int64_t opsi_sdpa_split_units(int64_t batch, int64_t heads_kv, int64_t row_tiles) {
+  return batch * heads_kv * row_tiles;
+}
+
+/* The parts of a call: opsi_sdpa_split_count over its units and its key tiles (seqlen_k: the
+ * longest sequence, or the cache's capacity). A smaller count that a cluster could merge is not
+ * taken instead: each key tile more a part costs more than the combine (bench/RESULTS.md). */
 static inline int32_t opsi_sdpa_split_parts(int64_t batch, int64_t heads_kv, int64_t row_tiles, int64_t seqlen_k,
                                             int64_t sm_count, int32_t per_sm) {
-  return opsi_sdpa_split_count(batch * heads_kv * row_tiles, (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN,
-                               sm_count, per_sm);
+  return opsi_sdpa_split_count(opsi_sdpa_split_units(batch, heads_kv, row_tiles),
+                               (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN, sm_count, per_sm);
 }
 
 /* The plan of a split count, in static words (explain, the profiler). */
-static inline const char *opsi_sdpa_split_plan(int32_t splits) {
+static inline const char *opsi_sdpa_split_plan(int32_t splits, int clustered) {
   switch (splits) {
-#define OPSI_SDPA_SPLIT_CASE(N) \
-  case N: return N == 1 ? "keys in one part (no combine)" : "keys split in " #N " parts + combine";
+#define OPSI_SDPA_SPLIT_CASE(N)                                  \
+  case N:                                                        \
+    return N == 1      ? "keys in one part (no combine)"         \
+           : clustered ? "keys split in " #N " parts, merged in a cluster" \
+                       : "keys split in " #N " parts + combine";
     OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_CASE)
 #undef OPSI_SDPA_SPLIT_CASE
     default: return "keys split (unlisted count)";
   }
 }
 
-/* Workspace of a split call: each part's LSE [splits, tokens_q, Hq] f32, then (at a 16-byte
- * offset) its output [splits, tokens_q, Hq, round_up(Dv, 4)] f32; none with one part. */
+/* Workspace of a split call merged by the combine: each part's LSE [splits, tokens_q, Hq] f32,
+ * then (at a 16-byte offset) its output [splits, tokens_q, Hq, round_up(Dv, 4)] f32; none with
+ * one part or a cluster merge. */
 static inline size_t opsi_sdpa_split_lse_bytes(int64_t splits, int64_t tokens_q, int64_t hq) {
   return ((size_t)(splits * tokens_q * hq) * 4 + 15) / 16 * 16;
 }
-static inline size_t opsi_sdpa_split_workspace(int64_t splits, int64_t tokens_q, int64_t hq, int64_t dv) {
-  if (splits <= 1) return 0;
+static inline size_t opsi_sdpa_split_workspace(int64_t splits, int clustered, int64_t tokens_q, int64_t hq,
+                                               int64_t dv) {
+  if (splits <= 1 || clustered) return 0;
   return opsi_sdpa_split_lse_bytes(splits, tokens_q, hq) + (size_t)(splits * tokens_q * hq * ((dv + 3) / 4 * 4)) * 4;
 }
 

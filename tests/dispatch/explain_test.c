@@ -174,6 +174,41 @@ static void decode_against_a_paged_cache(void **state) {
   }
 }
 
+/* Short decode (1024 keys of a dense cache, GQA 32:8, d128): on sm_90 a cluster a row tile
+ * merges the parts in the one launch, no workspace, where the grid fits the blocks that
+ * GPC-bound clusters can have resident (0.9 of 132 x 3 slots): B1, 8 parts (64 blocks). B8's
+ * 6 parts fill the wave (384 blocks), more than clusters of 6 fit: the combine, as on sm_80
+ * (no clusters), through a workspace. */
+static void short_decode_merges_in_a_cluster(void **state) {
+  (void)state;
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  for (int sm = 80; sm <= 90; sm += 10) {
+    for (int64_t batch = 1; batch <= 8; batch += 7) {
+      ops_handle v = opst_virtual_handle(sm);
+      const ops_device dev = ops_device_cuda(0);
+      const int64_t qs[4] = {batch, 1, 32, 128}, ks[4] = {batch, 1024, 8, 128}, ls[1] = {batch};
+      ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
+      ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls);
+      p.kv_lens = &lens;
+      OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
+      assert_string_equal(chosen_name(&e), "cuda_sdpa_split_d128_m16");
+      const int clustered = sm == 90 && batch == 1;
+      const size_t parts = batch == 1 ? 8 : sm == 90 ? 6 : 4, rows = (size_t)batch * 32; /* tokens_q x heads_q */
+      char plan[96];
+      snprintf(plan, sizeof plan, "plan: keys split in %zu parts%s", parts,
+               clustered ? ", merged in a cluster" : " + combine");
+      check_renderings(&e, (const char *const[]){plan, NULL});
+      size_t ws = 0;
+      OPST_OK(ops_sdpa_workspace_size(v, &p, &q, &k, &k, &q, NULL, &ws));
+      assert_int_equal(ws, clustered ? 0 : parts * rows * 4 + parts * rows * 128 * 4);
+      ops_handle_destroy(v);
+    }
+  }
+}
+
 static void gemm_explains_its_path_and_tile(void **state) {
   (void)state;
   const ops_device dev = ops_device_cuda(0);
@@ -444,6 +479,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
       cmocka_unit_test(decode_against_a_paged_cache),
+      cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),
       cmocka_unit_test(gemm_explains_its_path_and_tile),
       cmocka_unit_test(explain_names_the_kernel_that_runs),

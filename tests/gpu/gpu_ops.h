@@ -19,6 +19,7 @@ void gemm_split_k(void **state);
 void sdpa_many_tiles(void **state);
 void sdpa_wide_windows(void **state);
 void sdpa_kv_cache(void **state);
+void sdpa_split_merge(void **state);
 void sdpa(void **state);
 void autotune_and_launch_plans(void **state);
 void rope(void **state);

@@ -100,6 +100,7 @@ int main(void) {
       cmocka_unit_test(sdpa_many_tiles),
       cmocka_unit_test(sdpa_wide_windows),
       cmocka_unit_test(sdpa_kv_cache),
+      cmocka_unit_test(sdpa_split_merge),
       cmocka_unit_test(sdpa),
       cmocka_unit_test(autotune_and_launch_plans),
       cmocka_unit_test(rope),

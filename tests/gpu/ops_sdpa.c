@@ -250,6 +250,78 @@ void sdpa_wide_windows(void **state) {
   }
 }
 
+/* How a split-KV call's parts are merged: decode (B1, Hq 32 / Hkv 8, d 128, LSE) with 1000
+ * keys (8 parts: on sm_90 one cluster a KV head, merged over distributed shared memory, no
+ * workspace) and with 4001 keys (24 parts, more than a cluster holds: the workspace and the
+ * combine). Each is checked against the CPU with every kernel; then, pinned to
+ * cuda_sdpa_split_d128_m16, its plan and workspace are the merge's, and three runs over
+ * poisoned outputs give bitwise the same O and LSE. */
+void sdpa_split_merge(void **state) {
+  (void)state;
+  for (int v = 0; v < 2; ++v) {
+    const int64_t sk = v == 0 ? 1000 : 4001;
+    gcall c;
+    opst_tensor t[5];
+    sdpa_dense_call(&c, t, OPS_DTYPE_BF16, 1, 1, sk, 32, 8, 128, 128, 0);
+    c.label = v == 0 ? "sdpa decode bf16 1 x 32 heads (GQA 4) x 1 x 1000, d 128, lse: parts in a cluster"
+                     : "sdpa decode bf16 1 x 32 heads (GQA 4) x 1 x 4001, d 128, lse: parts and the combine";
+    check_call(&c);
+    if (!g_have_cuda) {
+      free_call(&c);
+      continue;
+    }
+    ops_device_info di;
+    di.struct_size = sizeof di;
+    OPST_OK(ops_handle_get_device_info(g_gpu, &di));
+    void *mem[MAXT] = {NULL};
+    for (int i = 0; i < c.n; ++i) {
+      if (!c.has[i] || c.h[i]->bytes == 0) continue;
+      CUDA_OK(cudaMalloc(&mem[i], c.h[i]->bytes));
+      CUDA_OK(cudaMemcpy(mem[i], c.h[i]->buf, c.h[i]->bytes, cudaMemcpyHostToDevice));
+      c.v[i] = relocated(c.h[i], mem[i]);
+    }
+    OPST_OK(ops_handle_pin_kernel(g_gpu, "cuda_sdpa_split_d128_m16"));
+    ops_explain e;
+    e.struct_size = sizeof e;
+    size_t wsb = 0;
+    if (c.run(g_gpu, &c, NULL, 0, NULL, &e) == OPS_OK && e.chosen >= 0) {
+      const char *plan = e.plan[e.chosen];
+      assert_non_null(plan);
+      const int clustered = di.code_sm >= 90 && v == 0;
+      assert_non_null(strstr(plan, clustered ? "merged in a cluster" : "+ combine"));
+      OPST_OK(c.run(g_gpu, &c, NULL, 0, &wsb, NULL));
+      assert_true(clustered ? wsb == 0 : wsb > 0);
+      void *ws = NULL;
+      if (wsb > 0) CUDA_OK(cudaMalloc(&ws, wsb));
+      unsigned char *first[2] = {malloc(c.h[6]->bytes), malloc(c.h[7]->bytes)}, *again = malloc(c.h[6]->bytes);
+      assert_true(first[0] != NULL && first[1] != NULL && again != NULL);
+      for (int run = 0; run < 3; ++run) {
+        for (int k = 0; k < 2; ++k) {
+          const int i = 6 + k;
+          CUDA_OK(cudaMemset(mem[i], run % 2 ? 0x7f : 0xff, c.h[i]->bytes));
+        }
+        OPST_OK(c.run(g_gpu, &c, ws, wsb, NULL, NULL));
+        for (int k = 0; k < 2; ++k) {
+          const int i = 6 + k;
+          CUDA_OK(cudaMemcpy(run == 0 ? first[k] : again, mem[i], c.h[i]->bytes, cudaMemcpyDeviceToHost));
+          if (run > 0 && memcmp(first[k], again, c.h[i]->bytes) != 0) {
+            print_error("%s: run %d's %s differs from run 0's\n", c.label, run, k == 0 ? "O" : "LSE");
+            fail();
+          }
+        }
+      }
+      printf("[ MERGE    ] %s: %s, workspace %zu B, 3 runs bitwise identical\n", c.label, plan, wsb);
+      cudaFree(ws);
+      free(first[0]), free(first[1]), free(again);
+    } else {
+      printf("[ SKIPPED  ] %s: cuda_sdpa_split_d128_m16 does not run it here (%s)\n", c.label, ops_last_error());
+    }
+    OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
+    for (int i = 0; i < c.n; ++i) cudaFree(mem[i]);
+    free_call(&c);
+  }
+}
+
 /* Attention over a KV cache: decode and short query blocks (Sq 1 to 16, dense or varlen)
  * against kv_lens keys of a dense [B, capacity, Hkv, D] cache or of a paged pool (pages of 16
  * to 256 keys in random order with unused pages between them, partial last pages, table

@@ -74,9 +74,14 @@ static void hold_to_row(seen_kernel *k, const ops_profile_record *r) {
   if (r->device.type != OPS_DEVICE_CUDA || ops_kernel_info_by_name(r->kernel_name, &info) != OPS_OK) return;
   const int threads = r->block[0] * r->block[1] * r->block[2];
   const int fixed = info.op == OPS_OP_SDPA || info.op == OPS_OP_GEMM;
-  /* a split GEMM's clusters are its parts, which its plan states ("K split in N parts") */
+  /* a split GEMM's clusters are its parts, which its plan states ("K split in N parts"), as
+   * are a split-KV call's when a cluster merges them ("keys split in N parts, merged in a
+   * cluster") */
   int parts = 0;
-  const int split = r->launch_plan != NULL && sscanf(r->launch_plan, "K split in %d parts", &parts) == 1;
+  const char *plan = r->launch_plan;
+  const int split = plan != NULL && (sscanf(plan, "K split in %d parts", &parts) == 1 ||
+                                     (strstr(plan, "merged in a cluster") != NULL &&
+                                      sscanf(plan, "keys split in %d parts", &parts) == 1));
   const int ok = fixed ? threads == info.threads && r->smem_bytes == info.smem_bytes &&
                              (split ? r->cluster_blocks == parts : r->cluster_blocks == info.cluster_blocks)
                        : threads <= info.threads && r->smem_bytes <= info.smem_bytes && r->cluster_blocks <= info.cluster_blocks;

@@ -23,7 +23,10 @@
 # elementwise*, dropout*, every* and sdpa_* together about 200 s. Since the split-KV tests
 # (2026-11-24) racecheck of every sdpa* test takes more than 330 s (sdpa_kv_cache alone 66 s):
 # give it its own call. Since gpu_soak_test (2026-11-24: 35 s plainly, 25 s under the two
-# sanitizers) others takes about 170 s. Three calls cover the rest:
+# sanitizers) others takes about 170 s. Since sdpa_split_merge (2026-11-25) ops takes about
+# 250 s and ops-memcheck more than 200 s (give each its own limit, or run ops, others and a
+# filtered ops-memcheck side by side: three jobs.sh in the background, then wait; 2026-11-25:
+# ops 251 s, others 231 s). Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \
 #           ops-racecheck='elementwise*' ops-racecheck='dropout*'

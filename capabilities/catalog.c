@@ -27,6 +27,7 @@ DECLARE_ROWS(rmsnorm_backward)
 DECLARE_ROWS(softmax_backward)
 DECLARE_ROWS(rope)
 DECLARE_ROWS(kv_cache_append)
+DECLARE_ROWS(sdpa_backward)
 
 typedef struct {
   const opsi_kernel_row *rows;
@@ -52,6 +53,7 @@ static const op_rows k_by_op[] = {
     [OPS_OP_SOFTMAX_BACKWARD] = {opsi_softmax_backward_rows, &opsi_softmax_backward_row_count},
     [OPS_OP_ROPE] = {opsi_rope_rows, &opsi_rope_row_count},
     [OPS_OP_KV_CACHE_APPEND] = {opsi_kv_cache_append_rows, &opsi_kv_cache_append_row_count},
+    [OPS_OP_SDPA_BACKWARD] = {opsi_sdpa_backward_rows, &opsi_sdpa_backward_row_count},
 };
 
 #define OP_SLOTS (sizeof k_by_op / sizeof k_by_op[0])

@@ -2,6 +2,7 @@
 #include "capabilities/cpu_row.h"
 #include "capabilities/cuda_row.h"
 #include "capabilities/kernel_ids.h"
+#include "kernels/flash/sdpa_bwd_cpu.h"
 #include "kernels/flash/sdpa_cpu.h"
 #include "kernels/flash/sdpa_cuda.h"
 #include "kernels/flash/sdpa_kernels.h"
@@ -252,3 +253,25 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
     OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_ROW)
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];
+
+/* ops_sdpa_backward: the CPU reference (GPU kernels: issue 25) */
+const opsi_kernel_row opsi_sdpa_backward_rows[] = {
+    {
+        .id = OPSI_KERNEL_CPU_SDPA_BWD,
+        .name = "cpu_sdpa_backward_ref",
+        .tests = "//tests/kernels:sdpa_backward_test //tests/errors:sdpa_errors_test",
+        .workspace_formula = "((head_dim + head_dim_v + 1) * max_seqlen_k + head_dim) * 8 bytes",
+        .op = OPS_OP_SDPA_BACKWARD,
+        OPSI_CPU_ROW_COMMON,
+        .out_dtypes = OPSI_FLOAT_DTYPES,
+        .variants = OPSI_ALL_VARIANTS,
+        .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_MASK |
+                 OPSI_F_STRIDED | OPSI_F_DV_NE_D,
+        .fuses = OPSI_F_MASK,
+        .reduction_order = "per sequence and KV head: dk, dv over the group's query heads, then rows, in "
+                           "index order, in double; dq over keys in index order",
+        .workspace = opsi_sdpa_bwd_cpu_workspace,
+        .launch = opsi_sdpa_bwd_cpu,
+    },
+};
+const size_t opsi_sdpa_backward_row_count = sizeof opsi_sdpa_backward_rows / sizeof opsi_sdpa_backward_rows[0];

@@ -10,7 +10,7 @@ static const char *const k_names[] = {
     [OPS_OP_SCALE] = "scale",     [OPS_OP_EW_CHAIN] = "ew_chain", [OPS_OP_DROPOUT] = "dropout",
     [OPS_OP_LAYERNORM_BACKWARD] = "layernorm_backward", [OPS_OP_RMSNORM_BACKWARD] = "rmsnorm_backward",
     [OPS_OP_SOFTMAX_BACKWARD] = "softmax_backward", [OPS_OP_ROPE] = "rope",
-    [OPS_OP_KV_CACHE_APPEND] = "kv_cache_append",
+    [OPS_OP_KV_CACHE_APPEND] = "kv_cache_append", [OPS_OP_SDPA_BACKWARD] = "sdpa_backward",
 };
 
 #define SLOTS ((int)(sizeof k_names / sizeof k_names[0]))

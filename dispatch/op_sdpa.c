@@ -8,6 +8,7 @@
 #include "capabilities/rows.h"
 #include "dispatch/dispatch.h"
 #include "kernels/flash/sdpa_args.h"
+#include "kernels/flash/sdpa_bwd_cpu.h"
 #include "opslib/ops.h"
 #include "runtime/error.h"
 #include "runtime/handle_internal.h"
@@ -445,4 +446,117 @@ ops_status ops_sdpa_explain(ops_handle handle, const ops_sdpa_params *params, co
                             const ops_tensor *lse, ops_explain *out) {
   const opsi_vctx vc = {"ops_sdpa_explain", handle, OPSI_EXPLAIN, NULL, out};
   return sdpa_entry(&vc, params, q, k, v, o, lse, NULL, 0);
+}
+
+/* ---- backward ---------------------------------------------------------------------- */
+
+/* The forward's operands through sdpa_prepare (o and lse are read here), then dout like o and
+ * the gradients like q, k and v, none overlapping an input or each other. */
+static ops_status sdpa_backward_prepare(const opsi_vctx *v, const ops_sdpa_params *params, const ops_tensor *q,
+                                        const ops_tensor *k, const ops_tensor *val, const ops_tensor *o,
+                                        const ops_tensor *lse, const ops_tensor *dout, const ops_tensor *dq,
+                                        const ops_tensor *dk, const ops_tensor *dv, opsi_sdpa_bwd_args *ba,
+                                        opsi_problem *pr, int *empty) {
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  OPSI_TRY(opsi_read_params(v, "ops_sdpa_params", params, sizeof p, &p));
+  if (p.kv_lens != NULL || p.block_table != NULL) {
+    return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
+                     "%s: params->%s: expected NULL (a KV cache is for inference; the backward takes the "
+                     "keys as k and v, varlen through cu_seqlens), got a tensor",
+                     v->fn, p.kv_lens != NULL ? "kv_lens" : "block_table");
+  }
+  if (lse == NULL) {
+    return opsi_fail(OPS_ERR_NULL_POINTER, "%s: lse: expected the forward's LSE [B, Hq, Sq] f32, got NULL", v->fn);
+  }
+  int unused;
+  OPSI_TRY(sdpa_prepare(v, params, q, k, val, o, lse, &ba->fwd, pr, &unused));
+  const opsi_sdpa_args *a = &ba->fwd;
+  int64_t n_dq, n_dk, n_dv;
+  OPSI_TRY(opsi_check_tensor(v, "dout", dout, NULL));
+  OPSI_TRY(opsi_check_tensor(v, "dq", dq, &n_dq));
+  OPSI_TRY(opsi_check_tensor(v, "dk", dk, &n_dk));
+  OPSI_TRY(opsi_check_tensor(v, "dv", dv, &n_dv));
+  OPSI_TRY(opsi_check_dtype_eq(v, "dout", dout, q->dtype, "q's dtype"));
+  OPSI_TRY(opsi_check_dtype_eq(v, "dq", dq, q->dtype, "q's dtype"));
+  OPSI_TRY(opsi_check_dtype_eq(v, "dk", dk, q->dtype, "q's dtype"));
+  OPSI_TRY(opsi_check_dtype_eq(v, "dv", dv, q->dtype, "q's dtype"));
+  OPSI_TRY(opsi_check_shape(v, "dout", dout, o->ndim, o->shape, "o's shape"));
+  OPSI_TRY(opsi_check_shape(v, "dq", dq, q->ndim, q->shape, "q's shape"));
+  OPSI_TRY(opsi_check_shape(v, "dk", dk, k->ndim, k->shape, "k's shape"));
+  OPSI_TRY(opsi_check_shape(v, "dv", dv, val->ndim, val->shape, "v's shape"));
+  const opsi_operand operands[] = {
+      {"q", q, 0, {NULL, NULL}},
+      {"k", k, 0, {NULL, NULL}},
+      {"v", val, 0, {NULL, NULL}},
+      {"o", o, 0, {NULL, NULL}},
+      {"lse", lse, 0, {NULL, NULL}},
+      {"dout", dout, 0, {NULL, NULL}},
+      {"params->attn_mask", p.attn_mask, 0, {NULL, NULL}},
+      {"params->cu_seqlens_q", p.cu_seqlens_q, 0, {NULL, NULL}},
+      {"params->cu_seqlens_k", p.cu_seqlens_k, 0, {NULL, NULL}},
+      {"dq", dq, 1, {NULL, NULL}},
+      {"dk", dk, 1, {NULL, NULL}},
+      {"dv", dv, 1, {NULL, NULL}},
+  };
+  OPSI_TRY(opsi_check_aliasing(v, operands, (int)(sizeof operands / sizeof operands[0])));
+
+  if (a->varlen) {
+    ba->dout = packed_as_batched(dout, a->batch);
+    ba->dq = packed_as_batched(dq, a->batch);
+    ba->dk = packed_as_batched(dk, a->batch);
+    ba->dv = packed_as_batched(dv, a->batch);
+  } else {
+    ba->dout = *dout, ba->dq = *dq, ba->dk = *dk, ba->dv = *dv;
+  }
+  pr->op = OPS_OP_SDPA_BACKWARD;
+  pr->flags |= OPSI_F_LSE;
+  const ops_tensor *rowwise[] = {dout, dq, dk, dv};
+  for (size_t i = 0; i < 4; ++i) {
+    const ops_tensor *t = rowwise[i];
+    opsi_problem_add_align(pr, t);
+    for (int ax = 0; ax < t->ndim; ++ax) {
+      if (t->shape[ax] > 1 && (ax == t->ndim - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
+    }
+  }
+  *empty = n_dq == 0 && n_dk == 0 && n_dv == 0;
+  return OPS_OK;
+}
+
+static ops_status sdpa_backward_entry(const opsi_vctx *vc, const ops_sdpa_params *params, const ops_tensor *q,
+                                      const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                                      const ops_tensor *lse, const ops_tensor *dout, const ops_tensor *dq,
+                                      const ops_tensor *dk, const ops_tensor *dv, void *workspace,
+                                      size_t workspace_bytes) {
+  opsi_clear_error();
+  OPSI_TRY(opsi_check_call(vc));
+  opsi_sdpa_bwd_args args;
+  opsi_problem pr;
+  int empty = 0;
+  OPSI_TRY(sdpa_backward_prepare(vc, params, q, k, v, o, lse, dout, dq, dk, dv, &args, &pr, &empty));
+  return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
+}
+
+ops_status ops_sdpa_backward(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                             const ops_tensor *k, const ops_tensor *v, const ops_tensor *o, const ops_tensor *lse,
+                             const ops_tensor *dout, const ops_tensor *dq, const ops_tensor *dk,
+                             const ops_tensor *dv, void *workspace, size_t workspace_bytes) {
+  const opsi_vctx vc = {"ops_sdpa_backward", handle, OPSI_RUN, NULL, NULL};
+  return sdpa_backward_entry(&vc, params, q, k, v, o, lse, dout, dq, dk, dv, workspace, workspace_bytes);
+}
+
+ops_status ops_sdpa_backward_workspace_size(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                                            const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                                            const ops_tensor *lse, const ops_tensor *dout, const ops_tensor *dq,
+                                            const ops_tensor *dk, const ops_tensor *dv, size_t *bytes) {
+  const opsi_vctx vc = {"ops_sdpa_backward_workspace_size", handle, OPSI_QUERY_WORKSPACE, bytes, NULL};
+  return sdpa_backward_entry(&vc, params, q, k, v, o, lse, dout, dq, dk, dv, NULL, 0);
+}
+
+ops_status ops_sdpa_backward_explain(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                                     const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                                     const ops_tensor *lse, const ops_tensor *dout, const ops_tensor *dq,
+                                     const ops_tensor *dk, const ops_tensor *dv, ops_explain *out) {
+  const opsi_vctx vc = {"ops_sdpa_backward_explain", handle, OPSI_EXPLAIN, NULL, out};
+  return sdpa_backward_entry(&vc, params, q, k, v, o, lse, dout, dq, dk, dv, NULL, 0);
 }

@@ -37,7 +37,8 @@ const char *opsi_dim_name(int32_t op, int index) {
   const char *const *names = NULL;
   int count = 0;
   switch (op) {
-    case OPS_OP_SDPA: names = sdpa; count = 8; break;
+    case OPS_OP_SDPA:
+    case OPS_OP_SDPA_BACKWARD: names = sdpa; count = 8; break;
     case OPS_OP_GEMM: names = gemm; count = 4; break;
     case OPS_OP_LAYERNORM:
     case OPS_OP_RMSNORM:

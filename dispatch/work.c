@@ -62,7 +62,8 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
   const int64_t *d = p->dims;
   double b = 0.0, f = 0.0;
   switch (p->op) {
-    case OPS_OP_SDPA: {
+    case OPS_OP_SDPA:
+    case OPS_OP_SDPA_BACKWARD: {
       /* Varlen: the sequences' lengths are on the device, so each batch entry counts as
        * tokens_q / batch query rows of a sequence of the longest length (exact when all are
        * equal; an upper bound of the pairs otherwise). */
@@ -76,6 +77,10 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
       f = 2.0 * bh * pairs * (dqk + dv);
       b = in * (bh * sq * dqk + bhk * sk * (dqk + dv)) + out * bh * sq * dv;
       if (p->flags & OPSI_F_LSE) b += 4.0 * bh * sq;
+      if (p->op == OPS_OP_SDPA_BACKWARD) { /* five products for the forward's two; o, dout in, dq, dk, dv out */
+        f *= 2.5;
+        b += in * bh * sq * dv + out * (bh * sq * dqk + bhk * sk * (dqk + dv));
+      }
       break;
     }
     case OPS_OP_GEMM: {

@@ -92,6 +92,11 @@ typedef struct ops_explain {
 OPS_API ops_status ops_sdpa_explain(ops_handle handle, const ops_sdpa_params *params,
                                     const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
                                     const ops_tensor *o, const ops_tensor *lse, ops_explain *out);
+OPS_API ops_status ops_sdpa_backward_explain(ops_handle handle, const ops_sdpa_params *params,
+                                             const ops_tensor *q, const ops_tensor *k, const ops_tensor *v,
+                                             const ops_tensor *o, const ops_tensor *lse, const ops_tensor *dout,
+                                             const ops_tensor *dq, const ops_tensor *dk, const ops_tensor *dv,
+                                             ops_explain *out);
 OPS_API ops_status ops_gemm_explain(ops_handle handle, const ops_gemm_params *params,
                                     const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
                                     ops_explain *out);

@@ -61,7 +61,8 @@ typedef enum ops_op {
   OPS_OP_RMSNORM_BACKWARD = 14,
   OPS_OP_SOFTMAX_BACKWARD = 15,
   OPS_OP_ROPE = 16,
-  OPS_OP_KV_CACHE_APPEND = 17
+  OPS_OP_KV_CACHE_APPEND = 17,
+  OPS_OP_SDPA_BACKWARD = 18
 } ops_op;
 
 /* Pointwise functions: ops_unary, and the activation of a GEMM epilogue. Stable values. */
@@ -139,6 +140,33 @@ OPS_API ops_status ops_sdpa_workspace_size(ops_handle handle, const ops_sdpa_par
                                            const ops_tensor *q, const ops_tensor *k,
                                            const ops_tensor *v, const ops_tensor *o,
                                            const ops_tensor *lse, size_t *bytes);
+
+/* The gradients of ops_sdpa: dq, dk, dv from the upstream gradient dout, with the forward's
+ * o and lse (lse is required) and the forward's params (scale, causal, window, GQA / MQA,
+ * varlen through cu_seqlens, an additive mask, which gets no gradient):
+ *   P = exp(scale Q K^T + mask - lse), D = rowsum(dout * o), dS = P (dout V^T - D),
+ *   dq = scale dS K,  dk = scale dS^T Q,  dv = P^T dout.
+ * With GQA a KV head's dk and dv sum over the query heads that read it. Shapes and dtypes as
+ * the forward: dout and o [B, Sq, Hq, Dv], dq like q, dk like k, dv like v (varlen: packed),
+ * lse [B, Hq, Sq] f32. Every element of dq, dk and dv is written: keys no query sees get 0,
+ * a query row with lse = -inf (it saw no key) gets dq = 0, never NaN.
+ * Errors: as ops_sdpa, and OPS_ERR_NULL_POINTER for a NULL lse, OPS_ERR_INVALID_ARGUMENT for
+ * a KV cache (kv_lens or block_table: decode has no backward), OPS_ERR_ALIASING where dq, dk
+ * or dv overlaps an input or another output. Deterministic: a fixed order of every sum.
+ * This build has the CPU reference only: on a CUDA handle OPS_ERR_UNSUPPORTED (explain lists
+ * the refusal). */
+OPS_API ops_status ops_sdpa_backward(ops_handle handle, const ops_sdpa_params *params, const ops_tensor *q,
+                                     const ops_tensor *k, const ops_tensor *v, const ops_tensor *o,
+                                     const ops_tensor *lse, const ops_tensor *dout, const ops_tensor *dq,
+                                     const ops_tensor *dk, const ops_tensor *dv, void *workspace,
+                                     size_t workspace_bytes);
+
+OPS_API ops_status ops_sdpa_backward_workspace_size(ops_handle handle, const ops_sdpa_params *params,
+                                                    const ops_tensor *q, const ops_tensor *k,
+                                                    const ops_tensor *v, const ops_tensor *o,
+                                                    const ops_tensor *lse, const ops_tensor *dout,
+                                                    const ops_tensor *dq, const ops_tensor *dk,
+                                                    const ops_tensor *dv, size_t *bytes);
 
 /* ------------------------------------------------------------------------------------ */
 /* GEMM with a fused epilogue                                                            */

@@ -52,4 +52,17 @@ typedef struct opsi_sdpa_args {
                            launchers' persistent and pair plans, as the rows predict them */
 } opsi_sdpa_args;
 
+/* The CPU references' element offset of (b, s, h, d) in a 4-D view. */
+static inline int64_t opsi_sdpa_off4(const ops_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
+  return b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d * t->strides[3];
+}
+
+/* Key j is visible to query i when it lies in the (causal / sliding) window whose diagonal is
+ * aligned to the bottom-right corner: j - i == diag == sk - sq on the diagonal. */
+static inline int opsi_sdpa_key_visible(const opsi_sdpa_args *a, int64_t i, int64_t j, int64_t diag) {
+  if (a->window_left >= 0 && j < i + diag - a->window_left) return 0;
+  if (a->window_right >= 0 && j > i + diag + a->window_right) return 0;
+  return 1;
+}
+
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_ARGS_H_ */

@@ -24,25 +24,13 @@ size_t opsi_sdpa_cpu_workspace(const opsi_problem *p) {
   return (size_t)bytes;
 }
 
-static inline int64_t off4(const ops_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
-  return b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d * t->strides[3];
-}
-
 /* Element d of key (value) row j of sequence b, head h: through the block table when paged
  * (validation has checked the page ids the sequence's length uses). */
 static inline int64_t key_off(const opsi_sdpa_args *a, const ops_tensor *t, int64_t b, int64_t k0, int64_t j,
                               int64_t h, int64_t d) {
-  if (!a->paged) return off4(t, b, k0 + j, h, d);
+  if (!a->paged) return opsi_sdpa_off4(t, b, k0 + j, h, d);
   const int64_t page = a->block_table[b * a->bt_sb + (j / a->page_size) * a->bt_sp];
-  return off4(t, page, j % a->page_size, h, d);
-}
-
-/* Key j is visible to query i when it lies in the (causal / sliding) window whose
- * diagonal is aligned to the bottom-right corner: j - i == sk - sq on the diagonal. */
-static inline int key_visible(const opsi_sdpa_args *a, int64_t i, int64_t j, int64_t diag) {
-  if (a->window_left >= 0 && j < i + diag - a->window_left) return 0;
-  if (a->window_right >= 0 && j > i + diag + a->window_right) return 0;
-  return 1;
+  return opsi_sdpa_off4(t, page, j % a->page_size, h, d);
 }
 
 ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
@@ -64,18 +52,18 @@ ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
       for (int64_t i = 0; i < sq; ++i) {
         double row_max = -INFINITY;
         for (int64_t j = 0; j < sk; ++j) {
-          if (!key_visible(a, i, j, diag)) {
+          if (!opsi_sdpa_key_visible(a, i, j, diag)) {
             scores[j] = -INFINITY;
             continue;
           }
           double dot = 0.0;
           for (int64_t d = 0; d < a->head_dim; ++d) {
-            dot += opsi_load(a->q.data, off4(&a->q, b, q0 + i, h, d), a->q.dtype) *
+            dot += opsi_load(a->q.data, opsi_sdpa_off4(&a->q, b, q0 + i, h, d), a->q.dtype) *
                    opsi_load(a->k.data, key_off(a, &a->k, b, k0, j, hk, d), a->k.dtype);
           }
           double s = a->scale * dot;
           if (a->has_mask) {
-            s += opsi_load(a->mask.data, off4(&a->mask, b, h, i, j), a->mask.dtype);
+            s += opsi_load(a->mask.data, opsi_sdpa_off4(&a->mask, b, h, i, j), a->mask.dtype);
           }
           scores[j] = s;
           if (s > row_max || s != s) row_max = s; /* NaN propagates */
@@ -96,7 +84,7 @@ ops_status opsi_sdpa_cpu(const opsi_launch *ctx, const void *argp) {
           lse = row_max + log(sum);
         }
         for (int64_t d = 0; d < a->head_dim_v; ++d) {
-          opsi_store(a->o.data, off4(&a->o, b, q0 + i, h, d), a->o.dtype, acc[d]);
+          opsi_store(a->o.data, opsi_sdpa_off4(&a->o, b, q0 + i, h, d), a->o.dtype, acc[d]);
         }
         if (a->has_lse) {
           const int64_t off = b * a->lse.strides[0] + h * a->lse.strides[1] + (q0 + i) * a->lse.strides[2];

@@ -82,6 +82,7 @@ static void enum_values_are_stable(void **state) {
   assert_int_equal(OPS_OP_REDUCE, 9);
   assert_int_equal(OPS_OP_ROPE, 16);
   assert_int_equal(OPS_OP_KV_CACHE_APPEND, 17);
+  assert_int_equal(OPS_OP_SDPA_BACKWARD, 18);
   assert_int_equal(OPS_ROPE_GPTJ, 1);
   assert_int_equal(OPS_ROPE_SCALING_LLAMA3, 2);
   assert_int_equal(OPS_ACT_GELU_ERF, 3);

@@ -19,7 +19,7 @@
 #include "opslib/opslib.h"
 #include "tests/support/opst.h"
 
-#define ERRS_MAX_ARGS 10
+#define ERRS_MAX_ARGS 12
 
 typedef struct errs_fixture errs_fixture;
 

@@ -1,4 +1,5 @@
-/* Error injection for ops_sdpa: dense (with LSE and a mask), varlen, and paged KV cache calls. */
+/* Error injection for ops_sdpa: dense (with LSE and a mask), varlen, and paged KV cache calls;
+ * and for ops_sdpa_backward, dense (with a mask) and varlen. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,6 +73,54 @@ static void build(errs_fixture *f, opst_rng *r, int variant) {
   f->workspace = f->workspace_alloc = opst_workspace(f->workspace_bytes);
 }
 
+/* ops_sdpa_backward: the forward's operands (o and lse inputs here), dout, and the gradients */
+enum { BWD_DENSE = 0, BWD_VARLEN = 1 };
+
+static ops_status call_backward(errs_fixture *f) {
+  return ops_sdpa_backward(f->h, &f->p.sdpa, errs_ptr(f, "q"), errs_ptr(f, "k"), errs_ptr(f, "v"), errs_ptr(f, "o"),
+                           errs_ptr(f, "lse"), errs_ptr(f, "dout"), errs_ptr(f, "dq"), errs_ptr(f, "dk"),
+                           errs_ptr(f, "dv"), f->workspace, f->workspace_bytes);
+}
+
+static void build_backward(errs_fixture *f, opst_rng *r, int variant) {
+  ops_sdpa_params_init(&f->p.sdpa);
+  f->call = call_backward;
+  const int varlen = variant == BWD_VARLEN;
+  const int nd = varlen ? 3 : 4;
+  const int64_t qs4[4] = {2, 5, 4, 8}, ks4[4] = {2, 7, 2, 8}, ls3[3] = {2, 4, 5}, ms[4] = {1, 4, 5, 7};
+  const int64_t qs3[3] = {9, 4, 8}, ks3[3] = {11, 2, 8}, ls2[2] = {4, 9}, cs[1] = {3};
+  const int64_t *qs = varlen ? qs3 : qs4, *ks = varlen ? ks3 : ks4;
+  const int32_t dt = varlen ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
+  errs_add(f, r, "q", ERRS_INPUT, dt, nd, qs);
+  errs_add(f, r, "k", ERRS_INPUT, dt, nd, ks);
+  errs_add(f, r, "v", ERRS_INPUT, dt, nd, ks);
+  errs_add(f, r, "o", ERRS_INPUT, dt, nd, qs);
+  errs_add(f, r, "lse", ERRS_INPUT, OPS_DTYPE_F32, nd - 1, varlen ? ls2 : ls3);
+  errs_add(f, r, "dout", ERRS_INPUT, dt, nd, qs);
+  errs_add(f, r, "dq", ERRS_OUTPUT, dt, nd, qs);
+  errs_add(f, r, "dk", ERRS_OUTPUT, dt, nd, ks);
+  errs_add(f, r, "dv", ERRS_OUTPUT, dt, nd, ks);
+  if (varlen) {
+    f->p.sdpa.cu_seqlens_q = errs_add(f, r, "params->cu_seqlens_q", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
+    f->p.sdpa.cu_seqlens_k = errs_add(f, r, "params->cu_seqlens_k", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
+    const int32_t cq[3] = {0, 4, 9}, ck[3] = {0, 5, 11};
+    for (int i = 0; i < 3; ++i) {
+      opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, i, cq[i]);
+      opst_set_flat(&errs_find(f, "params->cu_seqlens_k")->t, i, ck[i]);
+    }
+    f->p.sdpa.max_seqlen_q = 5, f->p.sdpa.max_seqlen_k = 6, f->p.sdpa.window_left = 2;
+  } else {
+    f->p.sdpa.attn_mask = errs_add(f, r, "params->attn_mask", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 4, ms);
+    f->p.sdpa.causal = 1;
+  }
+  OPST_OK(ops_sdpa_backward_workspace_size(f->h, &f->p.sdpa, errs_ptr(f, "q"), errs_ptr(f, "k"), errs_ptr(f, "v"),
+                                           errs_ptr(f, "o"), errs_ptr(f, "lse"), errs_ptr(f, "dout"),
+                                           errs_ptr(f, "dq"), errs_ptr(f, "dk"), errs_ptr(f, "dv"),
+                                           &f->workspace_bytes));
+  assert_true(f->workspace_bytes > 0);
+  f->workspace = f->workspace_alloc = opst_workspace(f->workspace_bytes);
+}
+
 static ops_tensor *T(errs_fixture *f, const char *name) { return &errs_find(f, name)->t.t; }
 
 /* dense faults */
@@ -131,6 +180,18 @@ static void v_pages(errs_fixture *f) { T(f, "v")->shape[0] = 4; }
 static void v_page_size(errs_fixture *f) { T(f, "v")->shape[1] = 3; }
 static void table_on_o(errs_fixture *f) { T(f, "params->block_table")->data = T(f, "lse")->data; }
 
+/* backward faults */
+static void bwd_dq_shape(errs_fixture *f) { T(f, "dq")->shape[1] = 4; }
+static void bwd_dk_dtype(errs_fixture *f) { T(f, "dk")->dtype = OPS_DTYPE_F16; }
+static void bwd_dout_shape(errs_fixture *f) { T(f, "dout")->shape[3] = 7; }
+static void bwd_lse_dtype(errs_fixture *f) { T(f, "lse")->dtype = OPS_DTYPE_BF16; }
+static void bwd_dq_is_q(errs_fixture *f) { *T(f, "dq") = *T(f, "q"); }
+static void bwd_dv_on_dk(errs_fixture *f) { *T(f, "dv") = *T(f, "dk"); }
+static void bwd_dk_on_dout(errs_fixture *f) { T(f, "dk")->data = T(f, "dout")->data; }
+static void bwd_dv_overlaps_itself(errs_fixture *f) { T(f, "dv")->strides[1] = 0; }
+static void bwd_kv_lens(errs_fixture *f) { f->p.sdpa.kv_lens = T(f, "lse"); }
+static void bwd_workspace_short(errs_fixture *f) { f->workspace_bytes -= 1; }
+
 /* A sequence's table entries past its last page are never read (nor checked). */
 static void unused_pages_are_not_read(void **state) {
   (void)state;
@@ -146,6 +207,8 @@ static void unused_pages_are_not_read(void **state) {
 
 static void valid_calls_succeed(void **state) {
   (void)state;
+  errs_check_valid_call(build_backward, BWD_DENSE, &g_rng);
+  errs_check_valid_call(build_backward, BWD_VARLEN, &g_rng);
   errs_check_valid_call(build, DENSE, &g_rng);
   errs_check_valid_call(build, VARLEN, &g_rng);
   errs_check_valid_call(build, PAGED, &g_rng);
@@ -153,6 +216,8 @@ static void valid_calls_succeed(void **state) {
 
 static void descriptor_faults(void **state) {
   (void)state;
+  errs_run_descriptor_faults(build_backward, BWD_DENSE, &g_rng);
+  errs_run_descriptor_faults(build_backward, BWD_VARLEN, &g_rng);
   errs_run_descriptor_faults(build, DENSE, &g_rng);
   errs_run_descriptor_faults(build, VARLEN, &g_rng);
   errs_run_descriptor_faults(build, PAGED, &g_rng);
@@ -161,6 +226,7 @@ static void descriptor_faults(void **state) {
 static void call_faults(void **state) {
   (void)state;
   errs_run_call_faults(build, DENSE, &g_rng, "ops_sdpa");
+  errs_run_call_faults(build_backward, BWD_DENSE, &g_rng, "ops_sdpa_backward");
 }
 
 static void shape_dtype_alias_param_workspace_faults(void **state) {
@@ -218,6 +284,19 @@ static void shape_dtype_alias_param_workspace_faults(void **state) {
       {"block_table on lse", table_on_o, OPS_ERR_ALIASING, {"lse", "params->block_table", NULL, NULL}},
   };
   errs_run_cases(build, PAGED, &g_rng, paged, ERRS_COUNT(paged));
+  static const errs_case backward[] = {
+      {"dq shape", bwd_dq_shape, OPS_ERR_SHAPE_MISMATCH, {"dq: shape", "expected [2, 5, 4, 8] (q's shape)", "got [2, 4, 4, 8]", NULL}},
+      {"dk dtype", bwd_dk_dtype, OPS_ERR_DTYPE_MISMATCH, {"dk: dtype", "expected bf16 (q's dtype)", "got f16", NULL}},
+      {"dout shape", bwd_dout_shape, OPS_ERR_SHAPE_MISMATCH, {"dout: shape", "(o's shape)", NULL, NULL}},
+      {"lse dtype", bwd_lse_dtype, OPS_ERR_DTYPE_MISMATCH, {"lse: dtype", "f32", "got bf16", NULL}},
+      {"dq is q", bwd_dq_is_q, OPS_ERR_ALIASING, {"dq: expected memory disjoint from input q", NULL, NULL, NULL}},
+      {"dv is dk", bwd_dv_on_dk, OPS_ERR_ALIASING, {"dk", "dv", "disjoint", NULL}},
+      {"dk on dout", bwd_dk_on_dout, OPS_ERR_ALIASING, {"dk: expected memory disjoint from input dout", NULL, NULL, NULL}},
+      {"dv overlaps itself", bwd_dv_overlaps_itself, OPS_ERR_ALIASING, {"dv: strides", "overlaps itself", NULL, NULL}},
+      {"a KV cache", bwd_kv_lens, OPS_ERR_INVALID_ARGUMENT, {"params->kv_lens", "expected NULL", "got a tensor", NULL}},
+      {"workspace short", bwd_workspace_short, OPS_ERR_WORKSPACE_TOO_SMALL, {"workspace_bytes", "expected at least", NULL, NULL}},
+  };
+  errs_run_cases(build_backward, BWD_DENSE, &g_rng, backward, ERRS_COUNT(backward));
 }
 
 static void zero_size_call_is_a_no_op(void **state) {

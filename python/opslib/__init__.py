@@ -16,8 +16,8 @@ import ctypes as _ctypes
 from . import _call, _capi, _native
 from ._ops import (OPS as _OPS, add, amax, amin, binary, div, dropout, gemm, layernorm,  # noqa: F401
                    kv_cache_append, layernorm_backward, maximum, mean, minimum, mul, reduce, rmsnorm,
-                   rmsnorm_backward, rope, scale, sdpa, sin_affine, softmax, softmax_backward, sub, sum,
-                   unary)
+                   rmsnorm_backward, rope, scale, sdpa, sdpa_backward, sin_affine, softmax, softmax_backward,
+                   sub, sum, unary)
 from ._call import Explanation, Handle, handle  # noqa: F401
 from ._tensors import TensorSpec  # noqa: F401
 
@@ -26,7 +26,7 @@ __all__ = ["OpsError", "Handle", "Explanation", "TensorSpec", "handle", "explain
            "sdpa", "gemm", "layernorm", "rmsnorm", "layernorm_backward", "rmsnorm_backward", "softmax",
            "softmax_backward", "sin_affine", "unary", "binary", "add", "sub", "mul", "div", "maximum",
            "minimum", "scale", "dropout", "reduce", "sum", "mean", "amax", "amin", "rope",
-           "kv_cache_append"]
+           "kv_cache_append", "sdpa_backward"]
 
 
 class OpsError(RuntimeError):

@@ -304,6 +304,7 @@ PARAMS_INIT = {
     "layernorm_backward": "ops_norm_backward_params_init",
     "rmsnorm_backward": "ops_norm_backward_params_init",
     "softmax_backward": "ops_softmax_params_init",
+    "sdpa_backward": "ops_sdpa_params_init",
 }
 
 # op name -> (params struct, number of tensor arguments)
@@ -324,6 +325,7 @@ OPS = {
     "reduce": (ReduceParams, 2),
     "rope": (RopeParams, 3),
     "kv_cache_append": (KvCacheAppendParams, 5),
+    "sdpa_backward": (SdpaParams, 9),
 }
 
 

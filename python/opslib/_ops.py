@@ -56,6 +56,27 @@ def sdpa(q, k, v, *, causal=False, scale=None, window=(-1, -1), attn_mask=None,
     return _done(c, r, (o, lse_arr) if return_lse else o)
 
 
+def sdpa_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, window=(-1, -1), attn_mask=None,
+                  cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0, dq=None, dk=None,
+                  dv=None, **kw):
+    """The gradients of sdpa for the upstream gradient dout, from the forward's o and lse (same
+    options as the forward but a KV cache). Returns (dq, dk, dv), allocated like q, k, v."""
+    c = _ctx(kw)
+    tdo, tq, tk, tv, to, tl = (c.tensor(t) for t in (dout, q, k, v, o, lse))
+    p = params("sdpa_backward")
+    p.scale = 0.0 if scale is None else float(scale)
+    p.causal = int(bool(causal))
+    p.window_left, p.window_right = (int(w) for w in window)
+    tm, tcq, tck = c.tensor(attn_mask), c.tensor(cu_seqlens_q), c.tensor(cu_seqlens_k)
+    p.attn_mask, p.cu_seqlens_q, p.cu_seqlens_k = ref(tm), ref(tcq), ref(tck)
+    p.max_seqlen_q, p.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    tdq, dq = c.output(dq, _shape(tq), tq.t.dtype)
+    tdk, dk = c.output(dk, _shape(tk), tk.t.dtype)
+    tdv, dv = c.output(dv, _shape(tv), tv.t.dtype)
+    r = c.run("sdpa_backward", p, tq, tk, tv, to, tl, tdo, tdq, tdk, tdv)
+    return _done(c, r, (dq, dk, dv))
+
+
 def gemm(a, b, *, alpha=1.0, beta=0.0, c=None, bias=None, activation="none", residual=None,
          out=None, out_dtype=None, **kw):
     """act(alpha a b + beta c + bias) + residual; a [.., M, K], b [.., K, N]; transposes
@@ -335,4 +356,4 @@ def amin(x, axes=None, **kw):
 
 OPS = {f.__name__: f for f in (sdpa, gemm, layernorm, rmsnorm, layernorm_backward, rmsnorm_backward,
                                softmax, softmax_backward, sin_affine, unary, binary, scale, dropout,
-                               reduce, rope, kv_cache_append)}
+                               reduce, rope, kv_cache_append, sdpa_backward)}

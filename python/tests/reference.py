@@ -63,6 +63,32 @@ def sdpa(q, k, v, causal=False, scale=None, lse=False):
     return (o, l) if lse else o
 
 
+def sdpa_backward(dout, q, k, v, causal=False, scale=None):
+    """dq, dk, dv of sdpa through the full softmax Jacobian: dS = P * (dP - rowsum(dP * P))."""
+    q, k, v, dout = (t.astype(np.float64) for t in (q, k, v, dout))
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    rep = hq // hkv
+    kk, vv = np.repeat(k, rep, axis=2), np.repeat(v, rep, axis=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, kk) * scale
+    if causal:
+        i, j = np.arange(sq)[:, None], np.arange(sk)[None, :]
+        s = np.where(j <= i + (sk - sq), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0))
+    den = e.sum(-1, keepdims=True)
+    p = np.where(den > 0, e / np.where(den > 0, den, 1), 0)
+    dp = np.einsum("bqhd,bkhd->bhqk", dout, vv)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    dq = np.einsum("bhqk,bkhd->bqhd", ds, kk) * scale
+    dkk = np.einsum("bhqk,bqhd->bkhd", ds, q) * scale
+    dvv = np.einsum("bhqk,bqhd->bkhd", p, dout)
+    dk = dkk.reshape(b, sk, hkv, rep, d).sum(3)
+    dv = dvv.reshape(b, sk, hkv, rep, v.shape[3]).sum(3)
+    return dq, dk, dv
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 

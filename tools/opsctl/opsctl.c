@@ -27,6 +27,7 @@ static const char *const k_usage =
     "  opsctl list [--op OP] [--json]\n"
     "  opsctl explain OP [--sm SM | --cpu] [--dtype DT] [--tune-cache FILE] [--json] [shape options]\n"
     "      sdpa:       --q B,S,H,D --k B,S,Hkv,D [--dv Dv] [--causal] [--window L,R] [--lse]\n"
+    "      sdpa_backward: as sdpa (dout like o, dq, dk, dv like q, k, v; the LSE always)\n"
     "      gemm:       --a [B,]M,K --b [B,]K,N [--out-dtype DT] [--bias] [--act FN] [--residual]\n"
     "      layernorm, rmsnorm, softmax:  --x ...,N [--residual]\n"
     "      unary:      --x SHAPE --fn FN       binary: --a SHAPE --b SHAPE --op add|sub|mul|div|max|min\n"
@@ -564,7 +565,8 @@ static int parse_explain_call(const char *op_name, int dt, ops_device dev, expla
   memset(c, 0, sizeof *c);
   c->op = ops_op_from_name(op_name);
   switch (c->op) {
-    case OPS_OP_SDPA: return parse_sdpa(op_name, dt, dev, c);
+    case OPS_OP_SDPA:
+    case OPS_OP_SDPA_BACKWARD: return parse_sdpa(op_name, dt, dev, c);
     case OPS_OP_GEMM: return parse_gemm(op_name, dt, dev, c);
     case OPS_OP_BINARY: return parse_binary(op_name, dt, dev, c);
     case OPS_OP_REDUCE: return parse_reduce(op_name, dt, dev, c);
@@ -589,6 +591,8 @@ static ops_status explain_call_run(ops_handle h, explain_call *c, ops_explain *e
   ops_tensor *t = c->t;
   switch (c->op) {
     case OPS_OP_SDPA: return ops_sdpa_explain(h, &c->sdpa, &t[0], &t[1], &t[2], &t[3], c->with_lse ? &t[4] : NULL, e);
+    case OPS_OP_SDPA_BACKWARD: /* dout like o, the gradients like q, k, v; the LSE always */
+      return ops_sdpa_backward_explain(h, &c->sdpa, &t[0], &t[1], &t[2], &t[3], &t[4], &t[3], &t[0], &t[1], &t[2], e);
     case OPS_OP_GEMM: return ops_gemm_explain(h, &c->gemm, &t[0], &t[1], &t[2], e);
     case OPS_OP_LAYERNORM: return ops_layernorm_explain(h, &c->norm, &t[0], &t[3], &t[1], e);
     case OPS_OP_RMSNORM: return ops_rmsnorm_explain(h, &c->norm, &t[0], &t[3], &t[1], e);

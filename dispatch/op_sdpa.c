@@ -228,6 +228,19 @@ static opsi_sdpa_geom device_geom(const opsi_sdpa_args *a) {
   return g;
 }
 
+/* Four row-wise operands into the problem: their alignment, and OPSI_F_STRIDED for a row
+ * that is not unit-stride or an axis walked backwards or broadcast (stride <= 0), which a TMA
+ * map cannot describe. */
+static void add_rows(opsi_problem *pr, const ops_tensor *const rows[4]) {
+  for (size_t i = 0; i < 4; ++i) {
+    const ops_tensor *t = rows[i];
+    opsi_problem_add_align(pr, t);
+    for (int ax = 0; ax < t->ndim; ++ax) {
+      if (t->shape[ax] > 1 && (ax == t->ndim - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
+    }
+  }
+}
+
 static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params,
                                const ops_tensor *q, const ops_tensor *k, const ops_tensor *val,
                                const ops_tensor *o, const ops_tensor *lse, opsi_sdpa_args *a,
@@ -401,16 +414,7 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   if (dv != d) pr->flags |= OPSI_F_DV_NE_D;
   a->uniform = opsi_uniform_work(pr);
   if (pr->backend == OPS_DEVICE_CUDA && v->mode == OPSI_RUN) a->geom = device_geom(a); /* what the kernels read */
-  /* strided: a row that is not unit-stride, or an axis walked backwards or broadcast (stride
-   * <= 0), which a TMA map cannot describe */
-  const ops_tensor *rowwise[] = {q, k, val, o};
-  for (size_t i = 0; i < 4; ++i) {
-    const ops_tensor *t = rowwise[i];
-    opsi_problem_add_align(pr, t);
-    for (int ax = 0; ax < t->ndim; ++ax) {
-      if (t->shape[ax] > 1 && (ax == t->ndim - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
-    }
-  }
+  add_rows(pr, (const ops_tensor *const[]){q, k, val, o});
   *empty = no == 0 && nl == 0;
   return OPS_OK;
 }
@@ -511,14 +515,7 @@ static ops_status sdpa_backward_prepare(const opsi_vctx *v, const ops_sdpa_param
   }
   pr->op = OPS_OP_SDPA_BACKWARD;
   pr->flags |= OPSI_F_LSE;
-  const ops_tensor *rowwise[] = {dout, dq, dk, dv};
-  for (size_t i = 0; i < 4; ++i) {
-    const ops_tensor *t = rowwise[i];
-    opsi_problem_add_align(pr, t);
-    for (int ax = 0; ax < t->ndim; ++ax) {
-      if (t->shape[ax] > 1 && (ax == t->ndim - 1 ? t->strides[ax] != 1 : t->strides[ax] <= 0)) pr->flags |= OPSI_F_STRIDED;
-    }
-  }
+  add_rows(pr, (const ops_tensor *const[]){dout, dq, dk, dv});
   *empty = n_dq == 0 && n_dk == 0 && n_dv == 0;
   return OPS_OK;
 }

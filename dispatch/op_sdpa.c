@@ -241,13 +241,18 @@ static void add_rows(opsi_problem *pr, const ops_tensor *const rows[4]) {
   }
 }
 
+/* The caller's params (whatever its struct_size) into a whole struct, defaults past its end. */
+static ops_status read_params(const opsi_vctx *v, const ops_sdpa_params *params, ops_sdpa_params *p) {
+  ops_sdpa_params_init(p);
+  return opsi_read_params(v, "ops_sdpa_params", params, sizeof *p, p);
+}
+
+/* `params` as read_params gives them. */
 static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params,
                                const ops_tensor *q, const ops_tensor *k, const ops_tensor *val,
                                const ops_tensor *o, const ops_tensor *lse, opsi_sdpa_args *a,
                                opsi_problem *pr, int *empty) {
-  ops_sdpa_params p;
-  ops_sdpa_params_init(&p);
-  OPSI_TRY(opsi_read_params(v, "ops_sdpa_params", params, sizeof p, &p));
+  const ops_sdpa_params p = *params;
   OPSI_TRY(check_params(v, &p));
 
   int64_t no, nl = 0;
@@ -427,7 +432,9 @@ static ops_status sdpa_entry(const opsi_vctx *vc, const ops_sdpa_params *params,
   opsi_sdpa_args args;
   opsi_problem pr;
   int empty = 0;
-  OPSI_TRY(sdpa_prepare(vc, params, q, k, v, o, lse, &args, &pr, &empty));
+  ops_sdpa_params p;
+  OPSI_TRY(read_params(vc, params, &p));
+  OPSI_TRY(sdpa_prepare(vc, &p, q, k, v, o, lse, &args, &pr, &empty));
   return opsi_finish(vc, &pr, &args, empty, workspace, workspace_bytes);
 }
 
@@ -462,8 +469,7 @@ static ops_status sdpa_backward_prepare(const opsi_vctx *v, const ops_sdpa_param
                                         const ops_tensor *dk, const ops_tensor *dv, opsi_sdpa_bwd_args *ba,
                                         opsi_problem *pr, int *empty) {
   ops_sdpa_params p;
-  ops_sdpa_params_init(&p);
-  OPSI_TRY(opsi_read_params(v, "ops_sdpa_params", params, sizeof p, &p));
+  OPSI_TRY(read_params(v, params, &p));
   if (p.kv_lens != NULL || p.block_table != NULL) {
     return opsi_fail(OPS_ERR_INVALID_ARGUMENT,
                      "%s: params->%s: expected NULL (a KV cache is for inference; the backward takes the "
@@ -474,7 +480,7 @@ static ops_status sdpa_backward_prepare(const opsi_vctx *v, const ops_sdpa_param
     return opsi_fail(OPS_ERR_NULL_POINTER, "%s: lse: expected the forward's LSE [B, Hq, Sq] f32, got NULL", v->fn);
   }
   int unused;
-  OPSI_TRY(sdpa_prepare(v, params, q, k, val, o, lse, &ba->fwd, pr, &unused));
+  OPSI_TRY(sdpa_prepare(v, &p, q, k, val, o, lse, &ba->fwd, pr, &unused));
   const opsi_sdpa_args *a = &ba->fwd;
   int64_t n_dq, n_dk, n_dv;
   OPSI_TRY(opsi_check_tensor(v, "dout", dout, NULL));
@@ -513,8 +519,7 @@ static ops_status sdpa_backward_prepare(const opsi_vctx *v, const ops_sdpa_param
   } else {
     ba->dout = *dout, ba->dq = *dq, ba->dk = *dk, ba->dv = *dv;
   }
-  pr->op = OPS_OP_SDPA_BACKWARD;
-  pr->flags |= OPSI_F_LSE;
+  pr->op = OPS_OP_SDPA_BACKWARD; /* its flags are the forward's (OPSI_F_LSE with them) */
   add_rows(pr, (const ops_tensor *const[]){dout, dq, dk, dv});
   *empty = n_dq == 0 && n_dk == 0 && n_dv == 0;
   return OPS_OK;

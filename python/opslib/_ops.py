@@ -28,6 +28,19 @@ def _done(call, result, outputs):
 
 # ---- attention, GEMM --------------------------------------------------------------------
 
+def _sdpa_params(c, name, causal, scale, window, attn_mask, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                 max_seqlen_k):
+    """The params sdpa and sdpa_backward share (the KV cache is the forward's alone)."""
+    p = params(name)
+    p.scale = 0.0 if scale is None else float(scale)
+    p.causal = int(bool(causal))
+    p.window_left, p.window_right = (int(w) for w in window)
+    tm, tcq, tck = c.tensor(attn_mask), c.tensor(cu_seqlens_q), c.tensor(cu_seqlens_k)
+    p.attn_mask, p.cu_seqlens_q, p.cu_seqlens_k = ref(tm), ref(tcq), ref(tck)
+    p.max_seqlen_q, p.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    return p
+
+
 def sdpa(q, k, v, *, causal=False, scale=None, window=(-1, -1), attn_mask=None,
          cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=0, max_seqlen_k=0,
          kv_lens=None, block_table=None, out=None, lse=None, return_lse=False, **kw):
@@ -38,13 +51,8 @@ def sdpa(q, k, v, *, causal=False, scale=None, window=(-1, -1), attn_mask=None,
     c = _ctx(kw)
     tq, tk, tv = c.tensor(q), c.tensor(k), c.tensor(v)
     sq, sv = _shape(tq), _shape(tv)
-    p = params("sdpa")
-    p.scale = 0.0 if scale is None else float(scale)
-    p.causal = int(bool(causal))
-    p.window_left, p.window_right = (int(w) for w in window)
-    tm, tcq, tck = c.tensor(attn_mask), c.tensor(cu_seqlens_q), c.tensor(cu_seqlens_k)
-    p.attn_mask, p.cu_seqlens_q, p.cu_seqlens_k = ref(tm), ref(tcq), ref(tck)
-    p.max_seqlen_q, p.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    p = _sdpa_params(c, "sdpa", causal, scale, window, attn_mask, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k)
     tkl, tbt = c.tensor(kv_lens), c.tensor(block_table)
     p.kv_lens, p.block_table = ref(tkl), ref(tbt)
     to, o = c.output(out, sq[:-1] + sv[-1:], tq.t.dtype)
@@ -63,13 +71,8 @@ def sdpa_backward(dout, q, k, v, o, lse, *, causal=False, scale=None, window=(-1
     options as the forward but a KV cache). Returns (dq, dk, dv), allocated like q, k, v."""
     c = _ctx(kw)
     tdo, tq, tk, tv, to, tl = (c.tensor(t) for t in (dout, q, k, v, o, lse))
-    p = params("sdpa_backward")
-    p.scale = 0.0 if scale is None else float(scale)
-    p.causal = int(bool(causal))
-    p.window_left, p.window_right = (int(w) for w in window)
-    tm, tcq, tck = c.tensor(attn_mask), c.tensor(cu_seqlens_q), c.tensor(cu_seqlens_k)
-    p.attn_mask, p.cu_seqlens_q, p.cu_seqlens_k = ref(tm), ref(tcq), ref(tck)
-    p.max_seqlen_q, p.max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    p = _sdpa_params(c, "sdpa_backward", causal, scale, window, attn_mask, cu_seqlens_q, cu_seqlens_k,
+                     max_seqlen_q, max_seqlen_k)
     tdq, dq = c.output(dq, _shape(tq), tq.t.dtype)
     tdk, dk = c.output(dk, _shape(tk), tk.t.dtype)
     tdv, dv = c.output(dv, _shape(tv), tv.t.dtype)

@@ -21,6 +21,21 @@ static ops_status call_sdpa(errs_fixture *f) {
                   errs_ptr(f, "lse"), f->workspace, f->workspace_bytes);
 }
 
+/* The varlen fixtures' sequences: 2 of 4 and 5 query rows (9 packed) over 5 and 6 keys (11),
+ * a left window of 2. The offsets are held in params, so the generic NULL-descriptor fault
+ * cannot reach them; a missing one is the specific fault "cu_seqlens_k missing" below. */
+static void add_varlen(errs_fixture *f, opst_rng *r) {
+  const int64_t cs[1] = {3};
+  f->p.sdpa.cu_seqlens_q = errs_add(f, r, "params->cu_seqlens_q", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
+  f->p.sdpa.cu_seqlens_k = errs_add(f, r, "params->cu_seqlens_k", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
+  const int32_t cq[3] = {0, 4, 9}, ck[3] = {0, 5, 11};
+  for (int i = 0; i < 3; ++i) {
+    opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, i, cq[i]);
+    opst_set_flat(&errs_find(f, "params->cu_seqlens_k")->t, i, ck[i]);
+  }
+  f->p.sdpa.max_seqlen_q = 5, f->p.sdpa.max_seqlen_k = 6, f->p.sdpa.window_left = 2;
+}
+
 static void build(errs_fixture *f, opst_rng *r, int variant) {
   ops_sdpa_params_init(&f->p.sdpa);
   f->call = call_sdpa;
@@ -48,24 +63,13 @@ static void build(errs_fixture *f, opst_rng *r, int variant) {
     for (int i = 0; i < 4; ++i) opst_set_flat(&errs_find(f, "params->block_table")->t, i, table[i]);
     f->p.sdpa.causal = 1;
   } else {
-    const int64_t qs[3] = {9, 4, 8}, ks[3] = {11, 2, 8}, ls[2] = {4, 9}, cs[1] = {3};
+    const int64_t qs[3] = {9, 4, 8}, ks[3] = {11, 2, 8}, ls[2] = {4, 9};
     errs_add(f, r, "q", ERRS_INPUT, OPS_DTYPE_F16, 3, qs);
     errs_add(f, r, "k", ERRS_INPUT, OPS_DTYPE_F16, 3, ks);
     errs_add(f, r, "v", ERRS_INPUT, OPS_DTYPE_F16, 3, ks);
     errs_add(f, r, "o", ERRS_OUTPUT, OPS_DTYPE_F16, 3, qs);
     errs_add(f, r, "lse", ERRS_OUTPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 2, ls);
-    /* Held in params, so the generic NULL-descriptor fault cannot reach them; a missing
-     * one is the specific fault "cu_seqlens_k missing" below. */
-    f->p.sdpa.cu_seqlens_q = errs_add(f, r, "params->cu_seqlens_q", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
-    f->p.sdpa.cu_seqlens_k = errs_add(f, r, "params->cu_seqlens_k", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
-    const int32_t cq[3] = {0, 4, 9}, ck[3] = {0, 5, 11};
-    for (int i = 0; i < 3; ++i) {
-      opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, i, cq[i]);
-      opst_set_flat(&errs_find(f, "params->cu_seqlens_k")->t, i, ck[i]);
-    }
-    f->p.sdpa.max_seqlen_q = 5;
-    f->p.sdpa.max_seqlen_k = 6;
-    f->p.sdpa.window_left = 2;
+    add_varlen(f, r);
   }
   OPST_OK(ops_sdpa_workspace_size(f->h, &f->p.sdpa, errs_ptr(f, "q"), errs_ptr(f, "k"), errs_ptr(f, "v"),
                                   errs_ptr(f, "o"), errs_ptr(f, "lse"), &f->workspace_bytes));
@@ -88,7 +92,7 @@ static void build_backward(errs_fixture *f, opst_rng *r, int variant) {
   const int varlen = variant == BWD_VARLEN;
   const int nd = varlen ? 3 : 4;
   const int64_t qs4[4] = {2, 5, 4, 8}, ks4[4] = {2, 7, 2, 8}, ls3[3] = {2, 4, 5}, ms[4] = {1, 4, 5, 7};
-  const int64_t qs3[3] = {9, 4, 8}, ks3[3] = {11, 2, 8}, ls2[2] = {4, 9}, cs[1] = {3};
+  const int64_t qs3[3] = {9, 4, 8}, ks3[3] = {11, 2, 8}, ls2[2] = {4, 9};
   const int64_t *qs = varlen ? qs3 : qs4, *ks = varlen ? ks3 : ks4;
   const int32_t dt = varlen ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
   errs_add(f, r, "q", ERRS_INPUT, dt, nd, qs);
@@ -101,14 +105,7 @@ static void build_backward(errs_fixture *f, opst_rng *r, int variant) {
   errs_add(f, r, "dk", ERRS_OUTPUT, dt, nd, ks);
   errs_add(f, r, "dv", ERRS_OUTPUT, dt, nd, ks);
   if (varlen) {
-    f->p.sdpa.cu_seqlens_q = errs_add(f, r, "params->cu_seqlens_q", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
-    f->p.sdpa.cu_seqlens_k = errs_add(f, r, "params->cu_seqlens_k", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_I32, 1, cs);
-    const int32_t cq[3] = {0, 4, 9}, ck[3] = {0, 5, 11};
-    for (int i = 0; i < 3; ++i) {
-      opst_set_flat(&errs_find(f, "params->cu_seqlens_q")->t, i, cq[i]);
-      opst_set_flat(&errs_find(f, "params->cu_seqlens_k")->t, i, ck[i]);
-    }
-    f->p.sdpa.max_seqlen_q = 5, f->p.sdpa.max_seqlen_k = 6, f->p.sdpa.window_left = 2;
+    add_varlen(f, r);
   } else {
     f->p.sdpa.attn_mask = errs_add(f, r, "params->attn_mask", ERRS_INPUT | ERRS_OPTIONAL, OPS_DTYPE_F32, 4, ms);
     f->p.sdpa.causal = 1;

@@ -251,14 +251,16 @@ def gemm_cases(torch, opslib, compile_on, quick):
     return cases
 
 
+# (name, batch, seqlen, heads, head dim, causal): the attention rows, forward and backward
+SDPA_CONFIGS = [("d128 s16k", 1, 16384, 16, 128, False), ("d128 s16k causal", 1, 16384, 16, 128, True),
+                ("d128 s4k", 4, 4096, 16, 128, False), ("d64 s16k", 1, 16384, 32, 64, False),
+                ("d128 s1k b16", 16, 1024, 16, 128, False)]
+
+
 def sdpa_cases(torch, opslib, compile_on, quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
-    configs = [("d128 s16k", 1, 16384, 16, 128, False), ("d128 s16k causal", 1, 16384, 16, 128, True),
-               ("d128 s4k", 4, 4096, 16, 128, False), ("d64 s16k", 1, 16384, 32, 64, False),
-               ("d128 s1k b16", 16, 1024, 16, 128, False)]
-    if quick:
-        configs = configs[2:3]
+    configs = SDPA_CONFIGS[2:3] if quick else SDPA_CONFIGS
     cases = []
     for name, b, s, h, d, causal in configs:
         def mk(b=b, s=s, h=h, d=d):
@@ -285,6 +287,52 @@ def sdpa_cases(torch, opslib, compile_on, quick):
              "efficient": backend(SDPBackend.EFFICIENT_ATTENTION)},
             explain=lambda st, causal=causal: opslib.explain("sdpa", bshd(st["q"]), bshd(st["k"]), bshd(st["v"]),
                                                              causal=causal, out=bshd(st["o"]))))
+    return cases
+
+
+def sdpa_bwd_cases(torch, opslib, compile_on, quick):
+    """The attention backward on the forward rows' shapes: dq, dk, dv from dout, with the
+    forward's o and LSE made once a set (outside the timing) by each implementation itself.
+    FLOPs: 2.5 x the forward's (five products for its two)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    F = torch.nn.functional
+    configs = SDPA_CONFIGS[2:3] if quick else SDPA_CONFIGS
+    cases = []
+
+    def bshd(t):
+        return t.transpose(1, 2)
+
+    for name, b, s, h, d, causal in configs:
+        def mk(b=b, s=s, h=h, d=d):
+            st = {n: torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for n in ("q", "k", "v", "do")}
+            st.update({n: torch.empty(b, h, s, d, device="cuda", dtype=torch.bfloat16) for n in ("dq", "dk", "dv")})
+            return st
+
+        def backend(bk, causal=causal):
+            def run(st):
+                key = ("fwd", bk)
+                if key not in st:
+                    with sdpa_kernel(bk):
+                        qkv = [st[n].detach().requires_grad_() for n in ("q", "k", "v")]
+                        st[key] = (F.scaled_dot_product_attention(*qkv, is_causal=causal), qkv)
+                o, qkv = st[key]
+                return torch.autograd.grad(o, qkv, st["do"], retain_graph=True)
+            return run
+
+        def run_ops(st, causal=causal):
+            if "ops_fwd" not in st:
+                st["ops_fwd"] = opslib.sdpa(bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), causal=causal,
+                                            return_lse=True)
+            o, lse = st["ops_fwd"]
+            opslib.sdpa_backward(bshd(st["do"]), bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), o, lse, causal=causal,
+                                 dq=bshd(st["dq"]), dk=bshd(st["dk"]), dv=bshd(st["dv"]))
+            return st["dq"]
+
+        flops = 2.5 * 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+        nb = 2 * 8 * b * h * s * d
+        cases.append(Case("sdpa_bwd", "sdpa_backward", name, "bf16", nb, flops, mk, run_ops,
+                          {"flash": backend(SDPBackend.FLASH_ATTENTION), "cudnn": backend(SDPBackend.CUDNN_ATTENTION)},
+                          tol=2e-2))
     return cases
 
 
@@ -581,8 +629,8 @@ def main():
           f"opslib {opslib.version()} from {opslib.library_path}")
     print(f"{'op':<15} {'shape':<17} {'opslib':<30} {'best PyTorch':<40} {'ratio':>6}  {'agree':<13} "
           f"host us/call (opslib/PyTorch)")
-    builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases, "decode": decode_cases,
-                "cache": cache_cases}
+    builders = {"memory": memory_cases, "gemm": gemm_cases, "sdpa": sdpa_cases, "sdpa_bwd": sdpa_bwd_cases,
+                "decode": decode_cases, "cache": cache_cases}
     for fam in args.families.split(","):
         t0 = time.time()
         for case in builders[fam](torch, opslib, not args.no_compile, args.quick):

@@ -1,8 +1,11 @@
 /* Capability rows of ops_sdpa. */
+#include <math.h>
+
 #include "capabilities/cpu_row.h"
 #include "capabilities/cuda_row.h"
 #include "capabilities/kernel_ids.h"
 #include "kernels/flash/sdpa_bwd_cpu.h"
+#include "kernels/flash/sdpa_bwd_mma_shape.h"
 #include "kernels/flash/sdpa_cpu.h"
 #include "kernels/flash/sdpa_cuda.h"
 #include "kernels/flash/sdpa_kernels.h"
@@ -254,7 +257,65 @@ const opsi_kernel_row opsi_sdpa_rows[] = {
 };
 const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows[0];
 
-/* ops_sdpa_backward: the CPU reference (GPU kernels: issue 25) */
+/* ops_sdpa_backward's sm_80-class kernels (sdpa_bwd_mma.cuh): D = rowsum(dout * o) into the
+ * workspace, a dK / dV pass (a block a key tile of a KV head) and a dQ pass (a block a query
+ * tile of a head). For the cost model: both passes' blocks, seven products where the op's work
+ * counts five, the head dim padded to DP, Q and dout read again by each key tile's block. */
+static void bwd_mma_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
+  const int64_t *d = p->dims;
+  const double rows = OPSI_SDPA_BWD_MMA_ROWS;
+  const double key_tiles = ceil((double)d[OPSI_SDPA_SK] / rows), query_tiles = ceil((double)d[OPSI_SDPA_SQ] / rows);
+  e->blocks = (double)d[OPSI_SDPA_B] * ((double)d[OPSI_SDPA_HKV] * key_tiles + (double)d[OPSI_SDPA_HQ] * query_tiles);
+  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
+  e->pad_factor = 7.0 / 5.0 * (hd > 0 ? (double)dp / (double)hd : 1.0);
+  e->bytes_factor = 2.0;
+  e->launches = 3;
+}
+static size_t bwd_mma_workspace(const opsi_problem *p) {
+  const int64_t *d = p->dims;
+  /* a size that does not fit asks for SIZE_MAX, which no caller has */
+  const double need = (double)d[OPSI_SDPA_TQ] * (double)d[OPSI_SDPA_HQ] * 4.0;
+  return need > 0x1p62 || need > (double)SIZE_MAX ? SIZE_MAX : (size_t)need;
+}
+#define SDPA_BWD_MMA_FNS(ID, NAME, D) \
+  static void bwd_mma_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_mma_grid(p, D, e); }
+OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
+#undef SDPA_BWD_MMA_FNS
+
+#define SDPA_BWD_MMA_ROW(ID, NAME, D)                                                                          \
+  SDPA_BWD_MMA_ROW_X(ID, "cuda_sdpa_backward_mma_" #NAME, D, OPSI_SDPA_BWD_MMA_ROWS, OPSI_SDPA_BWD_MMA_STEP,    \
+                     OPSI_SDPA_BWD_MMA_D##D##_PER_SM, NAME),
+#define SDPA_BWD_MMA_ROW_X(...) SDPA_BWD_MMA_ROW_(__VA_ARGS__)
+#define SDPA_BWD_MMA_ROW_(ID, NAME, DP, ROWS, STEP, PER_SM, SUFFIX)                                               \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_SDPA_BACKWARD, .backend = OPS_DEVICE_CUDA, .sm_min = 80,         \
+      .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),               \
+      .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
+      .variants = OPSI_ALL_VARIANTS, .flags = SDPA_GPU_FLAGS, .fuses = OPSI_F_MASK, .align = 1,              \
+      .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                                    \
+      .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
+                  [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
+      .roles = {{"mma warps", 4, "16 keys each (dK, dV pass) or 16 query rows each (dQ pass); mma.sync, "    \
+                                 "cp.async"}},                                                                \
+      .stages = 2,                                                                                           \
+      .smem_layout = "dK / dV: K and V " #ROWS "x" #DP ", Q and dout 2 x " #STEP "x" #DP " each, LSE and D " \
+                     "2 x " #STEP " floats each; dQ: Q and dout " #ROWS "x" #DP ", K and V 2 x " #STEP "x" #DP   \
+                     " each; "                                                                               \
+                     "16-byte chunks XOR-swizzled by row % 8; results staged through each warp's own rows",  \
+      .smem_bytes = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), .threads = 128, .vector_bytes = 16, .deterministic = 1,   \
+      .reduction_order = "no atomics: dK, dV per key over the group's query heads, then query tiles of "      \
+                         #STEP ", in order; dQ per query row over key tiles of " #STEP " in order; mma k16 "   \
+                         "steps in "                                                                         \
+                         "order (f32)",                                                                      \
+      .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                                  \
+      .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {ROWS, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1}, \
+                 PER_SM},                                                                                    \
+      .workspace_formula = "D = rowsum(dout * o): tokens_q x heads_q x 4 bytes",                            \
+      .workspace = bwd_mma_workspace, .grid = bwd_mma_grid_##SUFFIX, .launch = opsi_sdpa_bwd_cuda_mma_##SUFFIX, \
+      .tests = OPSI_GPU_TESTS,                                                                               \
+  }
+
+/* ops_sdpa_backward: the CPU reference, the sm_80-class kernels */
 const opsi_kernel_row opsi_sdpa_backward_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_SDPA_BWD,
@@ -273,5 +334,6 @@ const opsi_kernel_row opsi_sdpa_backward_rows[] = {
         .workspace = opsi_sdpa_bwd_cpu_workspace,
         .launch = opsi_sdpa_bwd_cpu,
     },
+    OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_ROW)
 };
 const size_t opsi_sdpa_backward_row_count = sizeof opsi_sdpa_backward_rows / sizeof opsi_sdpa_backward_rows[0];

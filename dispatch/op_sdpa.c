@@ -228,6 +228,22 @@ static opsi_sdpa_geom device_geom(const opsi_sdpa_args *a) {
   return g;
 }
 
+/* The backward as its CUDA kernels read it: the forward's call, the gradients' views, D's
+ * layout in the workspace (the launcher sets its address). */
+static opsi_sdpa_bwd_geom device_bwd_geom(const opsi_sdpa_bwd_args *ba) {
+  const opsi_sdpa_args *a = &ba->fwd;
+  opsi_sdpa_bwd_geom g;
+  memset(&g, 0, sizeof g);
+  g.f = a->geom;
+  g.dout = view_of(&ba->dout), g.dq = view_of(&ba->dq), g.dk = view_of(&ba->dk), g.dv = view_of(&ba->dv);
+  g.dsum_sb = a->varlen ? 0 : a->seqlen_q;
+  g.rows = a->varlen ? a->q.shape[1] : a->batch * a->seqlen_q;
+  g.scale = (float)a->scale;
+  g.aligned = g.f.aligned && rows_aligned(&ba->dout) && rows_aligned(&ba->dq) && rows_aligned(&ba->dk) &&
+              rows_aligned(&ba->dv);
+  return g;
+}
+
 /* Four row-wise operands into the problem: their alignment, and OPSI_F_STRIDED for a row
  * that is not unit-stride or an axis walked backwards or broadcast (stride <= 0), which a TMA
  * map cannot describe. */
@@ -521,6 +537,7 @@ static ops_status sdpa_backward_prepare(const opsi_vctx *v, const ops_sdpa_param
   }
   pr->op = OPS_OP_SDPA_BACKWARD; /* its flags are the forward's (OPSI_F_LSE with them) */
   add_rows(pr, (const ops_tensor *const[]){dout, dq, dk, dv});
+  if (pr->backend == OPS_DEVICE_CUDA && v->mode == OPSI_RUN) ba->geom = device_bwd_geom(ba);
   *empty = n_dq == 0 && n_dk == 0 && n_dv == 0;
   return OPS_OK;
 }

@@ -10,6 +10,7 @@
 typedef struct opsi_sdpa_bwd_args {
   opsi_sdpa_args fwd;
   ops_tensor dout, dq, dk, dv;
+  opsi_sdpa_bwd_geom geom; /* the same call as the CUDA kernels read it (CUDA runs; else 0) */
 } opsi_sdpa_bwd_args;
 
 ops_status opsi_sdpa_bwd_cpu(const opsi_launch *ctx, const void *args);

@@ -31,6 +31,14 @@ OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_PROTO)
 OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_PROTO)
 #undef OPSI_SDPA_SPLIT_PROTO
 
+/* ops_sdpa_backward, any SM >= 80: mma.sync + cp.async, a dK / dV pass over key tiles and a dQ
+ * pass over query tiles (no atomics), f16 / bf16, q's and v's head dims up to DP:
+ * opsi_sdpa_bwd_cuda_mma_d64, _d128. */
+#define OPSI_SDPA_BWD_MMA_PROTO(ID, NAME, DP) \
+  ops_status opsi_sdpa_bwd_cuda_mma_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_PROTO)
+#undef OPSI_SDPA_BWD_MMA_PROTO
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,6 +6,8 @@
 #include "kernels/common/launch_status.h"
 #include "kernels/common/tma_host.h"
 #include "kernels/flash/sdpa_args.h"
+#include "kernels/flash/sdpa_bwd_cpu.h"
+#include "kernels/flash/sdpa_bwd_mma.cuh"
 #include "kernels/flash/sdpa_cuda.h"
 #include "kernels/flash/sdpa_mma.cuh"
 #include "kernels/flash/sdpa_sm90.cuh"
@@ -25,6 +27,10 @@ OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_EXTERN)
 #define OPSI_SDPA_SPLIT_EXTERN(ID, NAME, DP, BM) \
   OPSI_SDPA_SPLIT_EXTERN_T(ID, NAME, DP, BM, __nv_bfloat16) OPSI_SDPA_SPLIT_EXTERN_T(ID, NAME, DP, BM, __half)
 OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_EXTERN)
+#define OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, T) extern OPSI_SDPA_BWD_MMA_TEMPLATE(T, DP)
+#define OPSI_SDPA_BWD_MMA_EXTERN(ID, NAME, DP) \
+  OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, __nv_bfloat16) OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, __half)
+OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_EXTERN)
 
 namespace {
 
@@ -132,8 +138,32 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   return opsi::launch_status(ctx, e);
 }
 
+/* The backward: D into the workspace (its row's size), then the dK / dV and dQ passes. */
+template <int DP> ops_status run_bwd_mma(const opsi_launch *ctx, const opsi_sdpa_bwd_args *ba) {
+  opsi_sdpa_bwd_geom bg = ba->geom;
+  if (bg.f.batch == 0 || bg.f.heads_q == 0) return OPS_OK;
+  if ((double)bg.rows * bg.f.heads_q * 4.0 > (double)ctx->workspace_bytes) {
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the backward's workspace is smaller than its row's", NULL, 0);
+  }
+  bg.dsum = static_cast<float *>(ctx->workspace);
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  opsi_launch_info *info = ctx->info;
+  const cudaError_t e =
+      ba->fwd.q.dtype == OPS_DTYPE_BF16
+          ? opsi::fa2bwd::launch_sdpa_bwd_mma<__nv_bfloat16, DP>(bg, ctx->sm_count, stream, info->grid, info->block,
+                                                                 &info->smem_bytes)
+          : opsi::fa2bwd::launch_sdpa_bwd_mma<__half, DP>(bg, ctx->sm_count, stream, info->grid, info->block,
+                                                          &info->smem_bytes);
+  return opsi::launch_status(ctx, e);
+}
+
 }  // namespace
 
+#define OPSI_SDPA_BWD_MMA_LAUNCHER(ID, NAME, DP)                                                   \
+  extern "C" ops_status opsi_sdpa_bwd_cuda_mma_##NAME(const opsi_launch *ctx, const void *args) { \
+    return run_bwd_mma<DP>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));                    \
+  }
+OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_LAUNCHER)
 #define OPSI_SDPA_SPLIT_LAUNCHER(ID, NAME, DP, BM)                                               \
   extern "C" ops_status opsi_sdpa_cuda_split_##NAME(const opsi_launch *ctx, const void *args) { \
     return run_split<DP, BM>(ctx, static_cast<const opsi_sdpa_args *>(args));                    \

@@ -47,4 +47,17 @@ typedef struct opsi_sdpa_geom {
   int32_t page_size, pages_per_seq;
 } opsi_sdpa_geom;
 
+/* The backward as its CUDA kernels read it: the forward's call (o and lse read), dout like o,
+ * the gradients like q, k and v, and the workspace's D = rowsum(dout * o), f32, element
+ * (b, s, h) at (b * dsum_sb + s) * heads_q + h (varlen: dsum_sb = 0, s the packed row). */
+typedef struct opsi_sdpa_bwd_geom {
+  opsi_sdpa_geom f;
+  opsi_sdpa_view dout, dq, dk, dv;
+  float *dsum;
+  int64_t dsum_sb;
+  int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */
+  float scale;   /* the softmax scale (f.scale_log2 / log2(e)) */
+  int32_t aligned; /* f.aligned, and dout, dq, dk, dv alike */
+} opsi_sdpa_bwd_geom;
+
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_GEOM_H_ */

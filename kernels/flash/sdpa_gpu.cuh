@@ -70,6 +70,21 @@ __device__ __forceinline__ void sdpa_key_range(const sdpa_geom &g, const sdpa_se
   *j_hi = hi;
 }
 
+/* The key tiles of BN rows query rows [i_lo, i_hi] can see: [*t_begin, *t_end). */
+__device__ __forceinline__ void sdpa_key_tiles(const sdpa_geom &g, const sdpa_seq &s, int i_lo, int i_hi, int bn,
+                                               int *t_begin, int *t_end) {
+  int j_lo, j_hi;
+  sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
+  *t_begin = j_lo / bn;
+  *t_end = j_hi > j_lo ? (j_hi + bn - 1) / bn : *t_begin;
+}
+
+/* Element (b, s0, h, 0) of a view: the rows of one (batch, head) from row s0. */
+template <typename T>
+__device__ __forceinline__ const T *sdpa_head_rows(const sdpa_view &v, int b, int64_t s0, int h) {
+  return static_cast<const T *>(v.p) + b * v.sb + s0 * v.ss + h * v.sh;
+}
+
 /* Whether keys [j0, j0 + n) all are visible to every query of [i_lo, i_hi] (no mask to apply). */
 __device__ __forceinline__ bool sdpa_tile_unmasked(const sdpa_geom &g, const sdpa_seq &s, int i_lo, int i_hi,
                                                    int j0, int n) {

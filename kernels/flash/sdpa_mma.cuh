@@ -82,6 +82,13 @@ __device__ __forceinline__ void load_rows(T *sm, const T *src, int64_t s_row, in
   }
 }
 
+/* The A fragments of a warp's own 16 rows of a swizzled tile (rows 16 warp ..), k16 step kk. */
+template <int DP, typename T> __device__ __forceinline__ auto own_rows_frag(const T *tile, int warp, int lane) {
+  return [=](int kk, uint32_t(&a)[4]) {
+    ldmatrix_x4(a, &tile[swz<DP>(warp * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
+  };
+}
+
 /* S = Q K^T for one warp's 16 query rows over NK keys: qfrag(kk, qa) gives the warp's Q
  * fragment of k16 step kk; the keys are rows k_row0 .. k_row0 + NK - 1 of the swizzled K tile
  * kb; the first kd k16 steps are not head-dim padding (FULL: kd is DP / 16, and the steps are
@@ -130,6 +137,44 @@ __device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)
   }
 }
 
+/* A warp's 16 accumulator rows (m16n8 layout; the thread's two rows times mul[0] and
+ * mul[1]) out to rows 0 .. rows - 1 (rows <= 16) of dst (row stride s_row, column stride
+ * s_col), columns 0 .. cols - 1: staged as T through the warp's own 16 rows of a swizzled tile
+ * (`so`, which no other warp reads), then 16 bytes a thread where the rows are aligned. */
+template <typename T, int DP>
+__device__ __forceinline__ void warp_store_rows(T *so, const float (&acc)[DP / 8][4], const float (&mul)[2], T *dst,
+                                                int64_t s_row, int64_t s_col, int rows, int cols, bool aligned,
+                                                int lane) {
+  __syncwarp();
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = lane / 4 + hr * 8;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      *reinterpret_cast<uint32_t *>(&so[swz<DP>(r, n * 8 + (lane % 4) * 2)]) =
+          pack2<T>(acc[n][2 * hr] * mul[hr], acc[n][2 * hr + 1] * mul[hr]);
+    }
+  }
+  __syncwarp();
+  if (aligned) {
+    for (int idx = lane; idx < 16 * (DP / 8); idx += 32) {
+      const int r = idx / (DP / 8), c = (idx % (DP / 8)) * 8;
+      if (r >= rows || c >= cols) continue;
+      T *p = dst + (int64_t)r * s_row + c;
+      if (c + 8 <= cols) {
+        *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(&so[swz<DP>(r, c)]);
+      } else {
+        for (int e = 0; e < cols - c; ++e) p[e] = so[swz<DP>(r, c + e)];
+      }
+    }
+  } else {
+    for (int idx = lane; idx < 16 * cols; idx += 32) {
+      const int r = idx / cols, c = idx % cols;
+      if (r < rows) dst[(int64_t)r * s_row + c * s_col] = so[swz<DP>(r, c)];
+    }
+  }
+}
+
 template <typename T, int DP>
 __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdpa_geom g) {
   using C = cfg<T, DP>;
@@ -145,13 +190,11 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
   if (m0 >= s.sq) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
-  int j_lo, j_hi;
-  sdpa_key_range(g, s, i_lo, i_hi, &j_lo, &j_hi);
-  const int t_begin = j_lo / BN, t_end = j_hi > j_lo ? (j_hi + BN - 1) / BN : t_begin;
+  int t_begin, t_end;
+  sdpa_key_tiles(g, s, i_lo, i_hi, BN, &t_begin, &t_end);
 
-  const T *qp = static_cast<const T *>(g.q.p) + b * g.q.sb + s.q0 * g.q.ss + h * g.q.sh;
-  const T *kp = static_cast<const T *>(g.k.p) + b * g.k.sb + s.k0 * g.k.ss + hk * g.k.sh;
-  const T *vp = static_cast<const T *>(g.v.p) + b * g.v.sb + s.k0 * g.v.ss + hk * g.v.sh;
+  const T *qp = sdpa_head_rows<T>(g.q, b, s.q0, h);
+  const T *kp = sdpa_head_rows<T>(g.k, b, s.k0, hk), *vp = sdpa_head_rows<T>(g.v, b, s.k0, hk);
   const bool aligned = g.aligned != 0;
 
   load_rows<T, BM, DP, THREADS>(sq, qp, g.q.ss, g.q.sd, s.sq, g.d, m0, aligned);
@@ -174,10 +217,7 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
     __syncthreads();
 
     float sc[BN / 8][4];
-    const auto q_frag = [&](int kk, uint32_t(&qa)[4]) {
-      ldmatrix_x4(qa, &sq[swz<DP>(warp * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
-    };
-    warp_qk<T, DP, BN>(sc, q_frag, kb, 0, kd, lane);
+    warp_qk<T, DP, BN>(sc, own_rows_frag<DP>(sq, warp, lane), kb, 0, kd, lane);
     if (t + 1 < t_end) {
       load_rows<T, BN, DP, THREADS>(sk + (buf ^ 1) * BN * DP, kp, g.k.ss, g.k.sd, s.sk, g.d, (t + 1) * BN,
                                     aligned);
@@ -198,39 +238,15 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
   cp_wait<0>();
   __syncthreads(); /* every copy into Q's rows has landed (with no key tile, nothing waited yet) */
 
-  /* O / sum into this warp's own Q rows (no other warp reads them), then 16-byte stores */
-  T *so = sq + warp * 16 * DP;
-  __syncwarp();
+  /* O / sum through this warp's own Q rows (no other warp reads them) */
+  float inv[2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    const int r = lane / 4 + hr * 8;
-    const float inv = sdpa_finish_row(g, s, b, h, m0 + warp * 16 + r, row_max[hr], row_sum[hr], lane);
-#pragma unroll
-    for (int n = 0; n < DP / 8; ++n) {
-      *reinterpret_cast<uint32_t *>(&so[swz<DP>(r, n * 8 + (lane % 4) * 2)]) =
-          pack2<T>(o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv);
-    }
+    inv[hr] = sdpa_finish_row(g, s, b, h, m0 + warp * 16 + lane / 4 + hr * 8, row_max[hr], row_sum[hr], lane);
   }
-  __syncwarp();
   T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + b * g.o.sb + s.q0 * g.o.ss + h * g.o.sh;
-  const int rows = min(16, s.sq - (m0 + warp * 16));
-  if (aligned) {
-    for (int idx = lane; idx < 16 * (DP / 8); idx += 32) {
-      const int r = idx / (DP / 8), c = (idx % (DP / 8)) * 8;
-      if (r >= rows || c >= g.dv) continue;
-      T *dst = op + (int64_t)(m0 + warp * 16 + r) * g.o.ss + c;
-      if (c + 8 <= g.dv) {
-        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&so[swz<DP>(r, c)]);
-      } else {
-        for (int e = 0; e < g.dv - c; ++e) dst[e] = so[swz<DP>(r, c + e)];
-      }
-    }
-  } else {
-    for (int idx = lane; idx < 16 * g.dv; idx += 32) {
-      const int r = idx / g.dv, c = idx % g.dv;
-      if (r < rows) op[(int64_t)(m0 + warp * 16 + r) * g.o.ss + c * g.o.sd] = so[swz<DP>(r, c)];
-    }
-  }
+  warp_store_rows<T, DP>(sq + warp * 16 * DP, o, inv, op + (int64_t)(m0 + warp * 16) * g.o.ss, g.o.ss, g.o.sd,
+                         min(16, s.sq - (m0 + warp * 16)), g.dv, aligned, lane);
 }
 
 /* Host side: grid (query tiles, Hq, batch); the rows bound Hq and batch to the grid limits. */

@@ -102,6 +102,8 @@ int main(void) {
       cmocka_unit_test(sdpa_kv_cache),
       cmocka_unit_test(sdpa_split_merge),
       cmocka_unit_test(sdpa),
+      cmocka_unit_test(sdpa_backward),
+      cmocka_unit_test(sdpa_backward_is_reproducible),
       cmocka_unit_test(autotune_and_launch_plans),
       cmocka_unit_test(rope),
       cmocka_unit_test(rope_cache_append),

@@ -37,7 +37,7 @@ static ops_status run_sdpa(ops_handle h, gcall *c, void *ws, size_t wsb, size_t 
 /* A [B, S, H, D] operand (varlen: [T, H, D]) in one of the layouts attention operands come
  * in: 0 contiguous (BSHD), 1 BHSD memory through strides, 2 rows padded by 8 elements
  * (16-byte aligned, not contiguous), 3 random strides, axis order and offset (element loads). */
-static void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, int layout) {
+void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, int layout) {
   if (layout == 3) {
     opst_alloc(t, &g_rng, dt, nd, shape, OPST_STRIDED);
     return;
@@ -67,6 +67,50 @@ static void add_lse(gcall *c, opst_tensor *tl, int with, int varlen, int64_t bat
   if (varlen) opst_alloc(tl, &g_rng, OPS_DTYPE_F32, 2, ls2, OPST_CONTIGUOUS);
   else opst_alloc(tl, &g_rng, OPS_DTYPE_F32, 3, ls3, OPST_CONTIGUOUS);
   add_tensor(c, tl, OUT, -1);
+}
+
+/* Varlen lengths: 1 to 4 sequences of up to sq queries and sk keys (the second empty; with a
+ * causal mask at least as many keys as queries; no_keys: none at all), and their bounds into
+ * p (max_seqlen_q a loose upper bound now and then). */
+void sdpa_draw_varlen(sdpa_varlen *vl, ops_sdpa_params *p, int64_t sq, int64_t sk, int no_keys) {
+  opst_rng *r = &g_rng;
+  memset(vl, 0, sizeof *vl);
+  vl->batch = opst_int(r, 1, 4);
+  for (int64_t b = 0; b < vl->batch; ++b) {
+    vl->lens_q[b] = b == 1 ? 0 : opst_int(r, 0, sq);
+    vl->lens_k[b] = no_keys ? 0 : p->causal ? vl->lens_q[b] + opst_int(r, 0, 40) : opst_int(r, 0, sk);
+    vl->tot_q += vl->lens_q[b], vl->tot_k += vl->lens_k[b];
+    if (vl->lens_q[b] > vl->max_q) vl->max_q = vl->lens_q[b];
+    if (vl->lens_k[b] > vl->max_k) vl->max_k = vl->lens_k[b];
+  }
+  p->max_seqlen_q = (int32_t)(vl->max_q + opst_int(r, 0, 3));
+  p->max_seqlen_k = (int32_t)vl->max_k;
+}
+
+/* cu_seqlens_q and _k (int32 [batch + 1]) of a varlen draw. */
+void sdpa_cu_seqlens(opst_tensor *tcq, opst_tensor *tck, const sdpa_varlen *vl) {
+  const int64_t n = vl->batch + 1;
+  opst_alloc(tcq, &g_rng, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+  opst_alloc(tck, &g_rng, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
+  int64_t aq = 0, ak = 0;
+  for (int64_t b = 0; b <= vl->batch; ++b) {
+    opst_set_flat(tcq, b, (double)aq);
+    opst_set_flat(tck, b, (double)ak);
+    if (b < vl->batch) aq += vl->lens_q[b], ak += vl->lens_k[b];
+  }
+}
+
+/* An additive mask [B or 1, Hq or 1, Sq, Sk] (f32 or dt) from [-2, 2), some keys removed
+ * (-inf), now and then a whole row. */
+void sdpa_random_mask(opst_tensor *tm, int32_t dt, int64_t batch, int64_t hq, int64_t sq, int64_t sk) {
+  opst_rng *r = &g_rng;
+  const int64_t ms[4] = {opst_chance(r, 0.5) ? batch : 1, opst_chance(r, 0.5) ? hq : 1, sq, sk};
+  opst_alloc(tm, r, opst_chance(r, 0.5) ? OPS_DTYPE_F32 : dt, 4, ms, OPST_CONTIGUOUS);
+  opst_fill_uniform(tm, r, -2, 2);
+  const int64_t n = opst_numel(tm);
+  for (int64_t e = 0; e < n; ++e) {
+    if (opst_chance(r, 0.1) || (e / sk) % 7 == 3) opst_set_flat(tm, e, -INFINITY);
+  }
 }
 
 static const int64_t kSeq[] = {1, 2, 17, 63, 64, 100, 128, 129, 200, 255, 333};
@@ -110,18 +154,11 @@ static void sdpa_case(int iter, int64_t big_seq) {
   while (big_seq == 0 && (double)batch * hq * sq * sk * (double)(d + dv) > 4e8) sq = sq / 2 + 1;
 
   opst_tensor tq, tk, tv, tm, tcq, tck, to, tl;
-  int64_t lens_q[4], lens_k[4], tot_q = 0, tot_k = 0, max_q = 0, max_k = 0;
+  sdpa_varlen vl = {0};
   if (varlen) {
-    batch = opst_int(r, 1, 4);
-    for (int64_t b = 0; b < batch; ++b) {
-      lens_q[b] = b == 1 ? 0 : opst_int(r, 0, sq); /* an empty sequence now and then */
-      lens_k[b] = big_seq < 0 ? 0 : c.sdpa.causal ? lens_q[b] + opst_int(r, 0, 40) : opst_int(r, 0, sk);
-      tot_q += lens_q[b], tot_k += lens_k[b];
-      if (lens_q[b] > max_q) max_q = lens_q[b];
-      if (lens_k[b] > max_k) max_k = lens_k[b];
-    }
-    c.sdpa.max_seqlen_q = (int32_t)(max_q + opst_int(r, 0, 3)); /* an upper bound, not always tight */
-    c.sdpa.max_seqlen_k = (int32_t)max_k;
+    sdpa_draw_varlen(&vl, &c.sdpa, sq, sk, big_seq < 0);
+    batch = vl.batch;
+    const int64_t tot_q = vl.tot_q, tot_k = vl.tot_k;
     const int64_t qs[3] = {tot_q, hq, d}, ks[3] = {tot_k, hkv, d}, vs[3] = {tot_k, hkv, dv}, os[3] = {tot_q, hq, dv};
     alloc_seq(&tq, dt, 3, qs, layout);
     alloc_seq(&tk, dt, 3, ks, layout);
@@ -136,28 +173,14 @@ static void sdpa_case(int iter, int64_t big_seq) {
     alloc_seq(&to, dt, 4, os, layout % 3);
   }
   add_qkv(&c, &tq, &tk, &tv);
-  if (with_mask) { /* broadcast over batch and / or heads; some keys removed, now and then a whole row */
-    const int64_t ms[4] = {opst_chance(r, 0.5) ? batch : 1, opst_chance(r, 0.5) ? hq : 1, sq, sk};
-    opst_alloc(&tm, r, opst_chance(r, 0.5) ? OPS_DTYPE_F32 : dt, 4, ms, OPST_CONTIGUOUS);
-    opst_fill_uniform(&tm, r, -2, 2);
-    const int64_t n = opst_numel(&tm);
-    for (int64_t e = 0; e < n; ++e) {
-      if (opst_chance(r, 0.1) || (e / sk) % 7 == 3) opst_set_flat(&tm, e, -INFINITY);
-    }
+  if (with_mask) {
+    sdpa_random_mask(&tm, dt, batch, hq, sq, sk);
     add_tensor(&c, &tm, IN, -1);
   } else {
     add_absent(&c);
   }
   if (varlen) {
-    const int64_t n = batch + 1;
-    opst_alloc(&tcq, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
-    opst_alloc(&tck, r, OPS_DTYPE_I32, 1, &n, OPST_CONTIGUOUS);
-    int64_t aq = 0, ak = 0;
-    for (int64_t b = 0; b <= batch; ++b) {
-      opst_set_flat(&tcq, b, (double)aq);
-      opst_set_flat(&tck, b, (double)ak);
-      if (b < batch) aq += lens_q[b], ak += lens_k[b];
-    }
+    sdpa_cu_seqlens(&tcq, &tck, &vl);
     add_tensor(&c, &tcq, IN, -1);
     add_tensor(&c, &tck, IN, -1);
   } else {
@@ -165,13 +188,13 @@ static void sdpa_case(int iter, int64_t big_seq) {
     add_absent(&c);
   }
   add_tensor(&c, &to, OUT, -1);
-  add_lse(&c, &tl, with_lse, varlen, batch, hq, sq, tot_q);
+  add_lse(&c, &tl, with_lse, varlen, batch, hq, sq, vl.tot_q);
   char label[240];
   snprintf(label, sizeof label,
            "sdpa case %d %s batch %lld Sq %lld Sk %lld Hq %lld Hkv %lld D %lld Dv %lld layout %d%s%s "
            "window (%d, %d)%s%s%s",
-           iter, ops_dtype_name((ops_dtype)dt), (long long)batch, (long long)(varlen ? max_q : sq),
-           (long long)(varlen ? max_k : sk), (long long)hq, (long long)hkv, (long long)d, (long long)dv, layout,
+           iter, ops_dtype_name((ops_dtype)dt), (long long)batch, (long long)(varlen ? vl.max_q : sq),
+           (long long)(varlen ? vl.max_k : sk), (long long)hq, (long long)hkv, (long long)d, (long long)dv, layout,
            varlen ? " varlen" : "", c.sdpa.causal ? " causal" : "", (int)c.sdpa.window_left,
            (int)c.sdpa.window_right, with_mask ? " mask" : "", with_lse ? " lse" : "",
            c.sdpa.scale != 0.0f ? " scaled" : "");

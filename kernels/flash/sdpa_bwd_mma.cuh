@@ -1,0 +1,333 @@
+/*
+ * The sm_80-class attention backward (every SM >= 80): three launches, no atomics, so the
+ * gradients are bitwise the same from run to run.
+ *
+ *   dsum:  D = rowsum(dout * o) of every (query row, head), f32, into the workspace.
+ *   dk/dv: a block owns BN keys of one (batch, KV head), a warp 16 of them as the rows of its
+ *          mma tiles. For each query head of the group and each query tile of BM rows that
+ *          sees those keys (Q, dout, their LSE and D one tile ahead through cp.async):
+ *            S^T = K Q^T, P^T = exp2(S^T scale log2(e) - LSE log2(e))   (masked tiles only)
+ *            dP^T = V dout^T, dS^T = P^T (dP^T - D)
+ *            dV += P^T dout, dK += dS^T Q                              (registers, f32)
+ *          then dK times the scale and dV stored once: a GQA group's sum stays in the block.
+ *   dq:    a block owns BM query rows of one (batch, head), a warp 16. For each key tile it
+ *          sees (K and V double-buffered): S = Q K^T, P, dP = dout V^T, dS = P (dP - D),
+ *          dQ += dS K; then dQ times the scale.
+ * P and dS enter the mma as T (f16 / bf16), as the forward's P does. Both passes recompute
+ * P: seven products where a pass that adds dQ with atomics does five. Tiles are the forward's
+ * swizzled rows (sdpa_mma.cuh): the products are its warp_qk / warp_pv with the operands'
+ * roles chosen per product. A row whose LSE is -inf (it saw no key) and the rows past a
+ * sequence's end take an LSE of +inf, so that their P is 0.
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_CUH_
+
+#include "kernels/flash/sdpa_bwd_mma_shape.h"
+#include "kernels/flash/sdpa_mma.cuh"
+
+namespace opsi {
+namespace fa2bwd {
+
+using sdpa_bwd_geom = ::opsi_sdpa_bwd_geom;
+using fa2::load_rows;
+using fa2::swz;
+
+/* ROWS: the keys (dK / dV pass) or query rows (dQ pass) a block holds, 16 a warp; STEP: the
+ * rows of the tiles it streams (query tiles, key tiles). */
+template <int DP> struct cfg {
+  static constexpr int ROWS = OPSI_SDPA_BWD_MMA_ROWS, STEP = OPSI_SDPA_BWD_MMA_STEP;
+  static constexpr int THREADS = OPSI_SDPA_BWD_MMA_THREADS;
+  static constexpr int KV_SMEM = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), Q_SMEM = OPSI_SDPA_BWD_MMA_Q_SMEM(DP);
+  static_assert(ROWS == THREADS / 32 * 16 && STEP % 16 == 0, "16 rows a warp; whole k16 steps");
+  static_assert(KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024, "fits a block's shared memory on sm_86 / sm_89");
+};
+
+/* The LSE of query row i (within the sequence) in the log2 domain: +inf for a row that saw no
+ * key or lies past the sequence's end, which makes its probabilities 0. */
+__device__ __forceinline__ float lse_log2(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i) {
+  if (i >= s.sq) return INFINITY;
+  const float l = g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls];
+  return l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
+}
+
+__device__ __forceinline__ float dsum_at(const sdpa_bwd_geom &bg, const sdpa_seq &s, int b, int h, int i) {
+  return i < s.sq ? bg.dsum[(b * bg.dsum_sb + s.q0 + i) * bg.f.heads_q + h] : 0.0f;
+}
+
+/* Scores of one tile -> probabilities, in place. The tile's accumulator rows are keys
+ * (KEY_ROWS, the dK / dV pass) or queries; element (n, e) of the thread is row row0 + lane / 4
+ * + (e / 2) 8, column col0 + 8 n + 2 (lane % 4) + e % 2. lse2(n, e): its query's LSE, log2.
+ * `unmasked`: every (query, key) of the tile is visible and there is no mask tensor. */
+template <bool KEY_ROWS, int NB, typename Lse>
+__device__ __forceinline__ void probabilities(const sdpa_geom &g, const sdpa_seq &s, int b, int h, bool unmasked,
+                                              int row0, int col0, int lane, float (&sc)[NB][4], Lse &&lse2) {
+  if (unmasked) {
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[n][e] = exp2f(fmaf(sc[n][e], g.scale_log2, -lse2(n, e)));
+    return;
+  }
+  const int64_t diag = (int64_t)s.sk - s.sq;
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = row0 + lane / 4 + (e / 2) * 8, c = col0 + n * 8 + (lane % 4) * 2 + e % 2;
+      const int i = KEY_ROWS ? c : r, j = KEY_ROWS ? r : c;
+      bool seen = i < s.sq && j < s.sk;
+      if (g.window_left >= 0 && j < i + diag - g.window_left) seen = false;
+      if (g.window_right >= 0 && j > i + diag + g.window_right) seen = false;
+      float x = -INFINITY;
+      if (seen) {
+        x = sc[n][e] * g.scale_log2;
+        if (g.mask != nullptr) {
+          x += 1.4426950408889634f *
+               load_any(g.mask, b * g.mb + h * g.mh + (int64_t)i * g.mi + (int64_t)j * g.mj, g.mask_dtype);
+        }
+      }
+      sc[n][e] = exp2f(x - lse2(n, e));
+    }
+}
+
+/* dS = P (dP - D), in dp; d(n, e): the element's query's D. */
+template <int NB, typename Dsum>
+__device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)[NB][4], Dsum &&d) {
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[n][e] = p[n][e] * (dp[n][e] - d(n, e));
+}
+
+/* D = rowsum(dout * o): a warp a (row, head) item, grid-stride. */
+template <typename T>
+__global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
+  const sdpa_geom &g = bg.f;
+  const int lane = threadIdx.x % 32;
+  const int64_t items = bg.rows * g.heads_q;
+  for (int64_t it = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; it < items; it += (int64_t)gridDim.x * 8) {
+    const int64_t row = it / g.heads_q;
+    const int h = (int)(it % g.heads_q);
+    const int64_t b = bg.dsum_sb > 0 ? row / bg.dsum_sb : 0, i = bg.dsum_sb > 0 ? row % bg.dsum_sb : row;
+    const T *po = static_cast<const T *>(g.o.p) + b * g.o.sb + i * g.o.ss + h * g.o.sh;
+    const T *pd = static_cast<const T *>(bg.dout.p) + b * bg.dout.sb + i * bg.dout.ss + h * bg.dout.sh;
+    float acc = 0.0f;
+    if (bg.aligned) {
+      for (int c = lane * 8; c < g.dv; c += 256) {
+        if (c + 8 <= g.dv) {
+          const vec16<T> x = load16(po + c), y = load16(pd + c);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc = fmaf(to_f(x.v[e]), to_f(y.v[e]), acc);
+        } else {
+          for (int e = c; e < g.dv; ++e) acc = fmaf(to_f(po[e]), to_f(pd[e]), acc);
+        }
+      }
+    } else {
+      for (int c = lane; c < g.dv; c += 32) acc = fmaf(to_f(po[c * g.o.sd]), to_f(pd[c * bg.dout.sd]), acc);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) bg.dsum[row * g.heads_q + h] = acc;
+  }
+}
+
+/* dK and dV of BN keys of one (batch, KV head): grid (key tiles, Hkv, batch). FULL: both head
+ * dims are DP (no padding steps: the products' loops unroll whole). */
+template <typename T, int DP, bool FULL>
+__global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const sdpa_bwd_geom bg) {
+  using C = cfg<DP>;
+  constexpr int BM = C::STEP, BN = C::ROWS, THREADS = C::THREADS;
+  const sdpa_geom &g = bg.f;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sk = reinterpret_cast<T *>(smem_raw);
+  T *sv = sk + BN * DP;
+  T *sq = sv + BN * DP;      /* 2 x BM rows */
+  T *sdo = sq + 2 * BM * DP; /* 2 x BM rows */
+  float *sl = reinterpret_cast<float *>(sdo + 2 * BM * DP); /* 2 x BM: LSE, log2 */
+  float *sd = sl + 2 * BM;                                  /* 2 x BM: D */
+
+  const int b = blockIdx.z, hk = blockIdx.y, n0 = blockIdx.x * BN;
+  const sdpa_seq s = sdpa_sequence(g, b);
+  if (n0 >= s.sk) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  /* the query rows that see a key of [n0, n1] */
+  const int64_t diag = (int64_t)s.sk - s.sq, n1 = min(n0 + BN, s.sk) - 1;
+  int64_t i_lo = 0, i_hi = (int64_t)s.sq - 1;
+  if (g.window_right >= 0) i_lo = max(i_lo, n0 - diag - g.window_right);
+  if (g.window_left >= 0) i_hi = min(i_hi, n1 - diag + g.window_left);
+  const int t0 = i_lo <= i_hi ? (int)(i_lo / BM) : 0;
+  const int tiles = i_lo <= i_hi ? (int)(i_hi / BM) - t0 + 1 : 0;
+  const int64_t total = (int64_t)tiles * g.group;
+  const bool aligned = bg.aligned != 0;
+
+  const T *kp = sdpa_head_rows<T>(g.k, b, s.k0, hk), *vp = sdpa_head_rows<T>(g.v, b, s.k0, hk);
+  /* iteration it: query head hk group + it / tiles, query tile t0 + it % tiles */
+  const auto load_tile = [&](int64_t it, int buf) {
+    const int h = hk * g.group + (int)(it / tiles), m0 = (t0 + (int)(it % tiles)) * BM;
+    const T *qp = sdpa_head_rows<T>(g.q, b, s.q0, h), *dp = sdpa_head_rows<T>(bg.dout, b, s.q0, h);
+    load_rows<T, BM, DP, THREADS>(sq + buf * BM * DP, qp, g.q.ss, g.q.sd, s.sq, g.d, m0, aligned);
+    load_rows<T, BM, DP, THREADS>(sdo + buf * BM * DP, dp, bg.dout.ss, bg.dout.sd, s.sq, g.dv, m0, aligned);
+    if (threadIdx.x < BM) {
+      sl[buf * BM + threadIdx.x] = lse_log2(g, s, b, h, m0 + threadIdx.x);
+      sd[buf * BM + threadIdx.x] = dsum_at(bg, s, b, h, m0 + threadIdx.x);
+    }
+  };
+  load_rows<T, BN, DP, THREADS>(sk, kp, g.k.ss, g.k.sd, s.sk, g.d, n0, aligned);
+  load_rows<T, BN, DP, THREADS>(sv, vp, g.v.ss, g.v.sd, s.sk, g.dv, n0, aligned);
+  if (total > 0) load_tile(0, 0);
+  cp_commit();
+
+  const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
+  float dk[DP / 8][4], dv[DP / 8][4];
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  const auto k_frag = fa2::own_rows_frag<DP>(sk, warp, lane), v_frag = fa2::own_rows_frag<DP>(sv, warp, lane);
+
+  for (int64_t it = 0; it < total; ++it) {
+    const int buf = (int)(it & 1), h = hk * g.group + (int)(it / tiles), m0 = (t0 + (int)(it % tiles)) * BM;
+    cp_wait<0>();
+    __syncthreads(); /* tile it has landed; every warp is done with tile it - 1's buffer */
+    if (it + 1 < total) load_tile(it + 1, buf ^ 1);
+    cp_commit();
+    const T *qb = sq + buf * BM * DP, *ob = sdo + buf * BM * DP;
+    const float *lb = sl + buf * BM, *db = sd + buf * BM;
+    const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
+
+    float p[BM / 8][4], ds[BM / 8][4];
+    fa2::warp_qk<T, DP, BM, FULL>(p, k_frag, qb, 0, kd, lane); /* S^T */
+    const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0, BN);
+    probabilities<true>(g, s, b, h, unmasked, n0 + warp * 16, m0, lane, p,
+                        [&](int n, int e) { return lb[col(n, e)]; });
+    fa2::warp_qk<T, DP, BM, FULL>(ds, v_frag, ob, 0, kdv, lane); /* dP^T */
+    score_grads(ds, p, [&](int n, int e) { return db[col(n, e)]; });
+    fa2::warp_pv<T, DP, BM, FULL>(dv, p, ob, 0, kdv, lane);  /* dV += P^T dout */
+    fa2::warp_pv<T, DP, BM, FULL>(dk, ds, qb, 0, kd, lane);  /* dK += dS^T Q */
+  }
+  cp_wait<0>(); /* with no query tile, K and V's copies are still landing in the staging rows */
+  __syncthreads();
+
+  const int rows = min(16, s.sk - (n0 + warp * 16));
+  const float ks[2] = {bg.scale, bg.scale}, one[2] = {1.0f, 1.0f};
+  T *pk = static_cast<T *>(const_cast<void *>(bg.dk.p)) + b * bg.dk.sb + (s.k0 + n0 + warp * 16) * bg.dk.ss +
+          hk * bg.dk.sh;
+  T *pv = static_cast<T *>(const_cast<void *>(bg.dv.p)) + b * bg.dv.sb + (s.k0 + n0 + warp * 16) * bg.dv.ss +
+          hk * bg.dv.sh;
+  fa2::warp_store_rows<T, DP>(sk + warp * 16 * DP, dk, ks, pk, bg.dk.ss, bg.dk.sd, rows, g.d, aligned, lane);
+  fa2::warp_store_rows<T, DP>(sv + warp * 16 * DP, dv, one, pv, bg.dv.ss, bg.dv.sd, rows, g.dv, aligned, lane);
+}
+
+/* dQ of BM query rows of one (batch, head): grid (query tiles, Hq, batch), the last tile
+ * first (under a causal mask it sees the most keys). FULL as for the dK / dV pass. */
+template <typename T, int DP, bool FULL>
+__global__ void __launch_bounds__(cfg<DP>::THREADS, 3) sdpa_bwd_dq_kernel(const sdpa_bwd_geom bg) {
+  using C = cfg<DP>;
+  constexpr int BM = C::ROWS, BN = C::STEP, THREADS = C::THREADS;
+  const sdpa_geom &g = bg.f;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T *sq = reinterpret_cast<T *>(smem_raw);
+  T *sdo = sq + BM * DP;
+  T *sk = sdo + BM * DP;     /* 2 x BN rows */
+  T *sv = sk + 2 * BN * DP;  /* 2 x BN rows */
+
+  const int b = blockIdx.z, h = blockIdx.y, hk = h / g.group;
+  const sdpa_seq s = sdpa_sequence(g, b);
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  if (m0 >= s.sq) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
+  int t_begin, t_end;
+  sdpa_key_tiles(g, s, i_lo, i_hi, BN, &t_begin, &t_end);
+  const bool aligned = bg.aligned != 0;
+
+  const T *qp = sdpa_head_rows<T>(g.q, b, s.q0, h), *dp = sdpa_head_rows<T>(bg.dout, b, s.q0, h);
+  const T *kp = sdpa_head_rows<T>(g.k, b, s.k0, hk), *vp = sdpa_head_rows<T>(g.v, b, s.k0, hk);
+  const auto load_keys = [&](int t, int buf) {
+    load_rows<T, BN, DP, THREADS>(sk + buf * BN * DP, kp, g.k.ss, g.k.sd, s.sk, g.d, t * BN, aligned);
+    load_rows<T, BN, DP, THREADS>(sv + buf * BN * DP, vp, g.v.ss, g.v.sd, s.sk, g.dv, t * BN, aligned);
+  };
+  load_rows<T, BM, DP, THREADS>(sq, qp, g.q.ss, g.q.sd, s.sq, g.d, m0, aligned);
+  load_rows<T, BM, DP, THREADS>(sdo, dp, bg.dout.ss, bg.dout.sd, s.sq, g.dv, m0, aligned);
+  if (t_begin < t_end) load_keys(t_begin, 0);
+  cp_commit();
+
+  const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16;
+  const int r_in = warp * 16 + lane / 4; /* this thread's rows: r_in and r_in + 8 of the tile */
+  const float l2[2] = {lse_log2(g, s, b, h, m0 + r_in), lse_log2(g, s, b, h, m0 + r_in + 8)};
+  const float dd[2] = {dsum_at(bg, s, b, h, m0 + r_in), dsum_at(bg, s, b, h, m0 + r_in + 8)};
+  float dq[DP / 8][4];
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  const auto q_frag = fa2::own_rows_frag<DP>(sq, warp, lane), do_frag = fa2::own_rows_frag<DP>(sdo, warp, lane);
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int buf = (t - t_begin) & 1;
+    cp_wait<0>();
+    __syncthreads(); /* key tile t has landed; every warp is done with tile t - 1's buffer */
+    if (t + 1 < t_end) load_keys(t + 1, buf ^ 1);
+    cp_commit();
+    const T *kb = sk + buf * BN * DP, *vb = sv + buf * BN * DP;
+
+    float p[BN / 8][4], ds[BN / 8][4];
+    fa2::warp_qk<T, DP, BN, FULL>(p, q_frag, kb, 0, kd, lane); /* S */
+    probabilities<false>(g, s, b, h, sdpa_tile_unmasked(g, s, i_lo, i_hi, t * BN, BN), m0 + warp * 16, t * BN,
+                         lane, p, [&](int, int e) { return l2[e / 2]; });
+    fa2::warp_qk<T, DP, BN, FULL>(ds, do_frag, vb, 0, kdv, lane); /* dP */
+    score_grads(ds, p, [&](int, int e) { return dd[e / 2]; });
+    fa2::warp_pv<T, DP, BN, FULL>(dq, ds, kb, 0, kd, lane); /* dQ += dS K */
+  }
+  cp_wait<0>();
+  __syncthreads(); /* every copy into Q's rows has landed (with no key tile, nothing waited yet) */
+
+  const float sc[2] = {bg.scale, bg.scale};
+  T *pq = static_cast<T *>(const_cast<void *>(bg.dq.p)) + b * bg.dq.sb + (s.q0 + m0 + warp * 16) * bg.dq.ss +
+          h * bg.dq.sh;
+  fa2::warp_store_rows<T, DP>(sq + warp * 16 * DP, dq, sc, pq, bg.dq.ss, bg.dq.sd, min(16, s.sq - (m0 + warp * 16)),
+                              g.d, aligned, lane);
+}
+
+/* The dK / dV and dQ passes of one FULL choice. */
+template <typename T, int DP, bool FULL>
+cudaError_t launch_passes(const sdpa_bwd_geom &bg, cudaStream_t stream, dim3 *gk) {
+  using C = cfg<DP>;
+  const sdpa_geom &g = bg.f;
+  const auto dkdv = sdpa_bwd_dkdv_kernel<T, DP, FULL>;
+  const auto dq = sdpa_bwd_dq_kernel<T, DP, FULL>;
+  cudaError_t e = cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, C::KV_SMEM);
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, C::Q_SMEM);
+  if (e != cudaSuccess) return e;
+  *gk = dim3((unsigned)((g.seqlen_k + C::ROWS - 1) / C::ROWS), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
+  if (gk->x > 0) dkdv<<<*gk, C::THREADS, C::KV_SMEM, stream>>>(bg);
+  const dim3 gq((unsigned)((g.seqlen_q + C::ROWS - 1) / C::ROWS), (unsigned)g.heads_q, (unsigned)g.batch);
+  if (gq.x > 0) dq<<<gq, C::THREADS, C::Q_SMEM, stream>>>(bg);
+  return cudaSuccess;
+}
+
+/* Host side: the three launches on one stream; dsum's grid strides over (row, head) items. */
+template <typename T, int DP>
+cudaError_t launch_sdpa_bwd_mma(const sdpa_bwd_geom &bg, int sm_count, cudaStream_t stream, int32_t *grid,
+                                int32_t *block, int32_t *smem_bytes) {
+  using C = cfg<DP>;
+  const sdpa_geom &g = bg.f;
+  const int64_t items = bg.rows * g.heads_q, want = (items + 7) / 8, cap = (int64_t)sm_count * 16;
+  if (items > 0) sdpa_bwd_dsum_kernel<T><<<(unsigned)(want < cap ? want : cap), 256, 0, stream>>>(bg);
+  dim3 gk;
+  const cudaError_t e = g.d == DP && g.dv == DP ? launch_passes<T, DP, true>(bg, stream, &gk)
+                                                : launch_passes<T, DP, false>(bg, stream, &gk);
+  if (e != cudaSuccess) return e;
+  grid[0] = (int32_t)gk.x, grid[1] = (int32_t)gk.y, grid[2] = (int32_t)gk.z;
+  block[0] = C::THREADS, block[1] = block[2] = 1;
+  *smem_bytes = C::KV_SMEM;
+  return cudaGetLastError();
+}
+
+}  // namespace fa2bwd
+}  // namespace opsi
+
+/* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
+#define OPSI_SDPA_BWD_MMA_TEMPLATE(T, DP)                                                                    \
+  template cudaError_t opsi::fa2bwd::launch_sdpa_bwd_mma<T, DP>(const opsi::fa2bwd::sdpa_bwd_geom &, int,   \
+                                                                cudaStream_t, int32_t *, int32_t *, int32_t *);
+#define OPSI_SDPA_BWD_MMA_INSTANTIATE(T, DP) OPSI_SDPA_BWD_MMA_TEMPLATE(T, DP)
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_CUH_ */

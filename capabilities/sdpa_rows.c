@@ -272,10 +272,7 @@ static void bwd_mma_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
   e->launches = 3;
 }
 static size_t bwd_mma_workspace(const opsi_problem *p) {
-  const int64_t *d = p->dims;
-  /* a size that does not fit asks for SIZE_MAX, which no caller has */
-  const double need = (double)d[OPSI_SDPA_TQ] * (double)d[OPSI_SDPA_HQ] * 4.0;
-  return need > 0x1p62 || need > (double)SIZE_MAX ? SIZE_MAX : (size_t)need;
+  return opsi_sdpa_bwd_mma_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_HQ]);
 }
 #define SDPA_BWD_MMA_FNS(ID, NAME, D) \
   static void bwd_mma_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_mma_grid(p, D, e); }
@@ -300,13 +297,12 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
       .stages = 2,                                                                                           \
       .smem_layout = "dK / dV: K and V " #ROWS "x" #DP ", Q and dout 2 x " #STEP "x" #DP " each, LSE and D " \
                      "2 x " #STEP " floats each; dQ: Q and dout " #ROWS "x" #DP ", K and V 2 x " #STEP "x" #DP   \
-                     " each; "                                                                               \
-                     "16-byte chunks XOR-swizzled by row % 8; results staged through each warp's own rows",  \
+                     " each; 16-byte chunks XOR-swizzled by row % 8; results staged through each warp's own "\
+                     "rows",                                                                                 \
       .smem_bytes = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), .threads = 128, .vector_bytes = 16, .deterministic = 1,   \
       .reduction_order = "no atomics: dK, dV per key over the group's query heads, then query tiles of "      \
                          #STEP ", in order; dQ per query row over key tiles of " #STEP " in order; mma k16 "   \
-                         "steps in "                                                                         \
-                         "order (f32)",                                                                      \
+                         "steps in order (f32)",                                                             \
       .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                                  \
       .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {ROWS, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1}, \
                  PER_SM},                                                                                    \

@@ -10,6 +10,9 @@
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_SHAPE_H_
 
+#include <stddef.h>
+#include <stdint.h>
+
 #define OPSI_SDPA_BWD_MMA_ROWS 64
 #define OPSI_SDPA_BWD_MMA_STEP 32
 #define OPSI_SDPA_BWD_MMA_THREADS 128
@@ -20,5 +23,12 @@
 #define OPSI_SDPA_BWD_MMA_KV_SMEM(DP) \
   ((2 * OPSI_SDPA_BWD_MMA_ROWS + 4 * OPSI_SDPA_BWD_MMA_STEP) * (DP) * 2 + 4 * OPSI_SDPA_BWD_MMA_STEP * 4)
 #define OPSI_SDPA_BWD_MMA_Q_SMEM(DP) ((2 * OPSI_SDPA_BWD_MMA_ROWS + 4 * OPSI_SDPA_BWD_MMA_STEP) * (DP) * 2)
+
+/* The workspace, for the rows and the launcher alike: D of every (query row, head), f32;
+ * SIZE_MAX (which no caller has) where that does not fit. */
+static inline size_t opsi_sdpa_bwd_mma_workspace(int64_t tokens_q, int64_t heads_q) {
+  const double need = (double)tokens_q * (double)heads_q * 4.0;
+  return need > 0x1p62 || need > (double)SIZE_MAX ? SIZE_MAX : (size_t)need;
+}
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_SHAPE_H_ */

@@ -142,7 +142,7 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
 template <int DP> ops_status run_bwd_mma(const opsi_launch *ctx, const opsi_sdpa_bwd_args *ba) {
   opsi_sdpa_bwd_geom bg = ba->geom;
   if (bg.f.batch == 0 || bg.f.heads_q == 0) return OPS_OK;
-  if ((double)bg.rows * bg.f.heads_q * 4.0 > (double)ctx->workspace_bytes) {
+  if (opsi_sdpa_bwd_mma_workspace(bg.rows, bg.f.heads_q) > ctx->workspace_bytes) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the backward's workspace is smaller than its row's", NULL, 0);
   }
   bg.dsum = static_cast<float *>(ctx->workspace);

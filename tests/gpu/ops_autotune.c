@@ -49,7 +49,7 @@ static void expect_reference(gcall *c, void **mem, const char *what) {
     if (c->role[i] != OUT) continue;
     if (c->h[i]->bytes > 0) CUDA_OK(cudaMemcpy(c->h[i]->buf, mem[i], c->h[i]->bytes, cudaMemcpyDeviceToHost));
     if (!opst_fully_written(c->h[i], why, sizeof why) ||
-        !compare(c->h[i], &c->ref[i], c->scale[i], !c->no_l2[i], why, sizeof why)) {
+        !compare(c->h[i], &c->ref[i], c->scale[i], c->scale_floor, !c->no_l2[i], why, sizeof why)) {
       print_error("%s, %s, output %d: %s\n", c->label, what, i, why);
       fail();
     }

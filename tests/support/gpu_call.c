@@ -68,10 +68,11 @@ double elem_tol(int32_t dt) {
   return dt == OPS_DTYPE_F16 ? 2e-3 : 1.6e-2;
 }
 
-/* out vs ref: |o - r| <= tol (|r| + s) per element, s the element's scale or max |ref|,
- * and the relative L2 error; NaN only where the reference has NaN. */
-int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale, int use_l2, char *why,
-                   size_t n) {
+/* out vs ref: |o - r| <= tol (|r| + s) per element, s the element's scale, else max |ref| (or
+ * `floor` where max |ref| is below it), and the relative L2 error; NaN only where the reference
+ * has NaN. */
+int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale, double floor, int use_l2,
+            char *why, size_t n) {
   const int64_t count = opst_numel(out);
   const int32_t dt = out->t.dtype;
   double max_ref = 0.0, num = 0.0, den = 0.0;
@@ -79,6 +80,7 @@ int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale,
     const double r = opst_at_flat(ref, i);
     if (isfinite(r) && fabs(r) > max_ref) max_ref = fabs(r);
   }
+  const int floored = scale == NULL && max_ref < floor;
   for (int64_t i = 0; i < count; ++i) {
     const double o = opst_at_flat(out, i), r = opst_at_flat(ref, i);
     if (isnan(r) || isnan(o) || isinf(r) || isinf(o)) {
@@ -88,7 +90,7 @@ int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale,
       }
       continue;
     }
-    const double s = scale ? scale[i] : max_ref;
+    const double s = scale ? scale[i] : floored ? floor : max_ref;
     /* f16 results below 2^-14 are subnormal: their spacing is a fixed 2^-24 */
     const double bound = elem_tol(dt) * (fabs(r) + s) + (dt == OPS_DTYPE_F16 ? 0x1p-24 : 1e-30);
     if (fabs(o - r) > bound) {
@@ -97,7 +99,7 @@ int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale,
       return 0;
     }
     num += (o - r) * (o - r);
-    den += scale ? (fabs(r) + s) * (fabs(r) + s) : r * r; /* with scales: relative to what cancelled */
+    den += scale || floored ? (fabs(r) + s) * (fabs(r) + s) : r * r; /* with scales: relative to what cancelled */
   }
   if (use_l2 && den > 0.0 && sqrt(num / den) > l2_tol(dt)) {
     snprintf(why, n, "relative L2 error %.3g > %.3g", sqrt(num / den), l2_tol(dt));
@@ -159,7 +161,7 @@ int gpu_run(gcall *c, void **mem, const char *kernel) {
     void *src = c->alias[i] >= 0 ? mem[c->alias[i]] : mem[i];
     if (c->h[i]->bytes > 0) CUDA_OK(cudaMemcpy(c->h[i]->buf, src, c->h[i]->bytes, cudaMemcpyDeviceToHost));
     if ((c->alias[i] < 0 && !opst_fully_written(c->h[i], why, sizeof why)) ||
-        !compare(c->h[i], &c->ref[i], c->scale[i], !c->no_l2[i], why, sizeof why)) {
+        !compare(c->h[i], &c->ref[i], c->scale[i], c->scale_floor, !c->no_l2[i], why, sizeof why)) {
       print_error("%s [%s], output %d: %s\n", c->label, kernel ? kernel : "dispatcher's choice", i, why);
       fail();
     }

@@ -41,6 +41,8 @@ struct gcall {
   opst_tensor ref[MAXT];     /* outputs: the CPU's, contiguous */
   const double *scale[MAXT]; /* outputs: per-element error scale; NULL: max |ref| */
   int no_l2[MAXT];           /* outputs whose sums may cancel (reductions): element bound only */
+  double scale_floor;        /* > 0: an output without a scale whose largest |ref| is below it
+                                (its sums cancel whole) takes it as every element's scale */
   ops_tensor v[MAXT];
   run_fn run;
   /* op parameters */
@@ -65,7 +67,8 @@ void clone_tensor(opst_tensor *dst, const opst_tensor *src);
 ops_tensor relocated(const opst_tensor *x, void *mem);
 double l2_tol(int32_t dt);
 double elem_tol(int32_t dt);
-int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale, int use_l2, char *why, size_t n);
+int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale, double floor, int use_l2, char *why,
+            size_t n);
 int gpu_run(gcall *c, void **mem, const char *kernel);
 int is_contiguous(const ops_tensor *t);
 void dry_call(gcall *c);

@@ -63,6 +63,7 @@ cp tools/count_bundle.py "$out/count_bundle.py"
 cp bench/compare.py "$out/"   # same-run comparison with PyTorch, where the host has it
 cp bench/sweep.py "$out/"     # the workload sweep (every eligible kernel, the choice, PyTorch)
 cp bench/host_cost.py "$out/" # host time per call: the C path, the ctypes path, PyTorch
+cp bench/sdpa_bwd_small.py "$out/" # the attention backward on small shapes, pinned or not
 cp examples/llama_block.py "$out/"  # a decoder block with opslib.torch, beside PyTorch's
 chmod +x "$out/run_all.sh" "$out/jobs.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"

@@ -7,8 +7,9 @@ the same block in PyTorch, eager and under torch.compile:
 opslib's version fuses what its epilogues allow: the residual adds into the output
 projections' GEMMs, SiLU into the gate projection's. The forward is checked against
 PyTorch's (bf16 tolerance), then each variant is timed on the GPU (CUDA events, median) and
-on the host. Backward: opslib has no attention backward yet (issue 25), so the block is
-timed forward only; the norms and GEMMs are differentiable (python/tests/test_torch_ops.py).
+on the host. Backward: this block's RoPE and SiLU-fused GEMM have no backward in opslib, so
+it is timed forward only; a block of the differentiable ops (RMSNorm, GEMMs, sdpa) trains
+beside PyTorch's in python/tests/test_torch_ops.py (test_block_trains_like_torch).
 
     python3 examples/llama_block.py [--batch 1] [--seq 2048] [--json FILE]
 """

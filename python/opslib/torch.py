@@ -5,13 +5,13 @@ graph break, inside CUDA graph capture, and under autograd where opslib has the 
 
     from opslib import torch as ot
     y = ot.rmsnorm(x, w)                          # differentiable (x, weight, bias)
-    o = ot.sdpa(q, k, v, causal=True)             # [B, S, H, D], GQA; forward only
+    o = ot.sdpa(q, k, v, causal=True)             # [B, S, H, D], GQA; differentiable (q, k, v)
     h = ot.gemm(a, w_t, bias=b, activation="silu")  # differentiable without an activation
 
-Operators: rmsnorm, layernorm, softmax (autograd through opslib's backward kernels); gemm
-(autograd for activation "none": the gradients are opslib gemms of the transposed views);
-sdpa, sdpa_kv_cache (decode against a contiguous or paged cache), rope, unary, binary
-(forward only: their autograd kernels raise). Each runs on the current stream of the
+Operators: rmsnorm, layernorm, softmax, sdpa (autograd through opslib's backward kernels;
+sdpa keeps the forward's LSE for its backward); gemm (autograd for activation "none": the
+gradients are opslib gemms of the transposed views); sdpa_kv_cache (decode against a
+contiguous or paged cache), rope, unary, binary (forward only: their autograd kernels raise). Each runs on the current stream of the
 inputs' device through opslib's fast path, on CPU tensors through the CPU backend.
 """
 from typing import Optional
@@ -198,17 +198,48 @@ def _gemm_grad(ctx, dd):
 _gemm.register_autograd(_gemm_grad, setup_context=_gemm_context)
 
 
-# ---- attention, RoPE, elementwise: forward only -----------------------------------------------
+# ---- attention: differentiable (the forward keeps its LSE for the backward) ---------------------
 
 @_op("sdpa")
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: Optional[float], window_left: int,
-          window_right: int) -> Tensor:
-    return opslib.sdpa(q, k, v, causal=causal, scale=scale, window=(window_left, window_right))
+          window_right: int) -> tuple[Tensor, Tensor]:
+    return opslib.sdpa(q, k, v, causal=causal, scale=scale, window=(window_left, window_right), return_lse=True)
 
 
 @_sdpa.register_fake
 def _(q, k, v, causal, scale, window_left, window_right):
-    return q.new_empty(q.shape[:-1] + v.shape[-1:])
+    b, s, h = q.shape[0], q.shape[1], q.shape[2]
+    return q.new_empty(q.shape[:-1] + v.shape[-1:]), q.new_empty((b, h, s), dtype=torch.float32)
+
+
+@_op("sdpa_backward")
+def _sdpa_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+                   scale: Optional[float], window_left: int, window_right: int) -> tuple[Tensor, Tensor, Tensor]:
+    return opslib.sdpa_backward(dout.contiguous(), q, k, v, o, lse, causal=causal, scale=scale,
+                                window=(window_left, window_right))
+
+
+@_sdpa_backward.register_fake
+def _(dout, q, k, v, o, lse, causal, scale, window_left, window_right):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _sdpa_context(ctx, inputs, output):
+    q, k, v = inputs[:3]
+    ctx.save_for_backward(q, k, v, *output)
+    ctx.options = inputs[3:]
+    ctx.mark_non_differentiable(output[1])
+
+
+def _sdpa_grad(ctx, do, _dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.opslib.sdpa_backward(do, q, k, v, o, lse, *ctx.options)
+    return dq, dk, dv, None, None, None, None
+
+
+_sdpa.register_autograd(_sdpa_grad, setup_context=_sdpa_context)
+
+# ---- KV-cache attention, RoPE, elementwise: forward only ---------------------------------------
 
 
 @_op("sdpa_kv_cache")
@@ -254,7 +285,7 @@ def _(a, b, op):
     return a.new_empty(torch.broadcast_shapes(a.shape, b.shape))
 
 
-for _name, _fn in (("sdpa", _sdpa), ("sdpa_kv_cache", _sdpa_kv_cache), ("rope", _rope), ("unary", _unary),
+for _name, _fn in (("sdpa_kv_cache", _sdpa_kv_cache), ("rope", _rope), ("unary", _unary),
                    ("binary", _binary)):
     _fn.register_autograd(_no_backward(_name))
 
@@ -283,8 +314,8 @@ def gemm(a, b, bias=None, residual=None, activation="none", alpha=1.0):
 
 
 def sdpa(q, k, v, causal=False, scale=None, window=(-1, -1)):
-    """Attention over [B, S, H, D] (GQA when k, v have fewer heads); forward only."""
-    return torch.ops.opslib.sdpa(q, k, v, causal, scale, window[0], window[1])
+    """Attention over [B, S, H, D] (GQA when k, v have fewer heads); differentiable in q, k, v."""
+    return torch.ops.opslib.sdpa(q, k, v, causal, scale, window[0], window[1])[0]
 
 
 def sdpa_kv_cache(q, k_cache, v_cache, kv_lens, block_table=None, causal=True, scale=None):

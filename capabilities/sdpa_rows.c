@@ -6,6 +6,7 @@
 #include "capabilities/kernel_ids.h"
 #include "kernels/flash/sdpa_bwd_cpu.h"
 #include "kernels/flash/sdpa_bwd_mma_shape.h"
+#include "kernels/flash/sdpa_bwd_sm90_shape.h"
 #include "kernels/flash/sdpa_cpu.h"
 #include "kernels/flash/sdpa_cuda.h"
 #include "kernels/flash/sdpa_kernels.h"
@@ -311,7 +312,63 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
       .tests = OPSI_GPU_TESTS,                                                                               \
   }
 
-/* ops_sdpa_backward: the CPU reference, the sm_80-class kernels */
+/* ops_sdpa_backward's Hopper kernels (sdpa_bwd_sm90.cuh): D and the zeroed dQ accumulators,
+ * one pass over key tiles of BN (a block each; five products, dQ added by f32 atomics), dQ's
+ * conversion. For the cost model: the key tiles' blocks, the head dim padded to DP, Q and dout
+ * read by each key tile's block and dQ's f32 partial sums written back as often. */
+static void bwd_sm90_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
+  const int64_t *d = p->dims;
+  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN);
+  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
+  e->pad_factor = hd > 0 ? (double)dp / (double)hd : 1.0;
+  e->bytes_factor = 3.0;
+  e->launches = 3;
+}
+static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
+  return opsi_sdpa_bwd_sm90_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_HQ], dp);
+}
+#define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
+  static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, e); } \
+  static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }
+OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
+#undef SDPA_BWD_SM90_FNS
+
+#define SDPA_BWD_SM90_ROW(ID, NAME, D)                                                                         \
+  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM,   \
+                      OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS, NAME),
+#define SDPA_BWD_SM90_ROW_X(...) SDPA_BWD_SM90_ROW_(__VA_ARGS__)
+#define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, SUFFIX)                         \
+  {                                                                                                          \
+      .id = ID, .name = NAME, .op = OPS_OP_SDPA_BACKWARD, .backend = OPS_DEVICE_CUDA, .sm_min = 90,         \
+      .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),               \
+      .out_dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                          \
+      .variants = OPSI_ALL_VARIANTS,                                                                         \
+      .flags = OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_GQA | OPSI_F_VARLEN | OPSI_F_LSE | OPSI_F_DV_NE_D,     \
+      .align = 16, .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                       \
+      .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
+                  [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
+      .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA K / V once, Q / dout into a "     \
+                                #STAGES "-stage ring"},                                                      \
+                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 keys each: wgmma S^T, dP^T, dV, dK, half of dQ; " \
+                                 "red.add dQ; LSE / D"}},                                                    \
+      .stages = STAGES,                                                                                      \
+      .smem_layout = "K and V " #BN "x" #DP ", Q and dout " #STAGES " stages of " #BM "x" #DP " each, dS 2 x " \
+                     #BM "x" #BN " (stmatrix, transposed), as boxes of 64 columns, 128-byte swizzle, "      \
+                     "1024-byte aligned; LSE and D 2 x " #BM " floats each; 5 mbarriers",          \
+      .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, .deterministic = 0,    \
+      .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " (in "    \
+                         "order, from a place of the block's own); dQ: f32 atomics across key tiles, in "   \
+                         "whatever order they land",                                                         \
+      .unit = OPSI_UNIT_WGMMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                               \
+      .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {BN, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1},   \
+                 1},                                                                                         \
+      .workspace_formula = "D = rowsum(dout * o): tokens_q x heads_q x 4 bytes rounded up to 256, then dQ's " \
+                           "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes",                       \
+      .workspace = bwd_sm90_workspace_##SUFFIX, .grid = bwd_sm90_grid_##SUFFIX,                              \
+      .launch = opsi_sdpa_bwd_cuda_sm90_##SUFFIX, .tests = OPSI_GPU_TESTS,                                   \
+  }
+
+/* ops_sdpa_backward: the CPU reference, the Hopper kernels, the sm_80-class kernels */
 const opsi_kernel_row opsi_sdpa_backward_rows[] = {
     {
         .id = OPSI_KERNEL_CPU_SDPA_BWD,
@@ -330,6 +387,7 @@ const opsi_kernel_row opsi_sdpa_backward_rows[] = {
         .workspace = opsi_sdpa_bwd_cpu_workspace,
         .launch = opsi_sdpa_bwd_cpu,
     },
+    OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_ROW)
     OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_ROW)
 };
 const size_t opsi_sdpa_backward_row_count = sizeof opsi_sdpa_backward_rows / sizeof opsi_sdpa_backward_rows[0];

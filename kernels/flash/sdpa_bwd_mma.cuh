@@ -99,7 +99,8 @@ __device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)
     for (int e = 0; e < 4; ++e) dp[n][e] = p[n][e] * (dp[n][e] - d(n, e));
 }
 
-/* D = rowsum(dout * o): a warp a (row, head) item, grid-stride. */
+/* D = rowsum(dout * o): a warp a (row, head) item, grid-stride; the item's dQ accumulators
+ * zeroed where the call has them. */
 template <typename T>
 __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
@@ -127,6 +128,10 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom 
     }
     acc = warp_sum(acc);
     if (lane == 0) bg.dsum[row * g.heads_q + h] = acc;
+    if (bg.dq_acc != nullptr) {
+      float4 *z = reinterpret_cast<float4 *>(bg.dq_acc + it * bg.dq_cols);
+      for (int c = lane; c < bg.dq_cols / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
   }
 }
 

@@ -39,6 +39,14 @@ OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_PROTO)
 OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_PROTO)
 #undef OPSI_SDPA_BWD_MMA_PROTO
 
+/* ops_sdpa_backward, Hopper (sm_90a): TMA + wgmma, warp-specialized, one pass over key tiles
+ * with dQ summed by f32 atomics (not deterministic), f16 / bf16, head dims up to DP,
+ * unit-stride rows with 16-byte aligned base and strides: opsi_sdpa_bwd_cuda_sm90_d64, _d128. */
+#define OPSI_SDPA_BWD_SM90_PROTO(ID, NAME, DP) \
+  ops_status opsi_sdpa_bwd_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_SDPA_BWD_SM90_KERNELS(OPSI_SDPA_BWD_SM90_PROTO)
+#undef OPSI_SDPA_BWD_SM90_PROTO
+
 #ifdef __cplusplus
 }
 #endif

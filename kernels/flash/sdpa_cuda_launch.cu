@@ -8,6 +8,7 @@
 #include "kernels/flash/sdpa_args.h"
 #include "kernels/flash/sdpa_bwd_cpu.h"
 #include "kernels/flash/sdpa_bwd_mma.cuh"
+#include "kernels/flash/sdpa_bwd_sm90.cuh"
 #include "kernels/flash/sdpa_cuda.h"
 #include "kernels/flash/sdpa_mma.cuh"
 #include "kernels/flash/sdpa_sm90.cuh"
@@ -31,6 +32,10 @@ OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_EXTERN)
 #define OPSI_SDPA_BWD_MMA_EXTERN(ID, NAME, DP) \
   OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, __nv_bfloat16) OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, __half)
 OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_EXTERN)
+#define OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, T) extern OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP)
+#define OPSI_SDPA_BWD_SM90_EXTERN(ID, NAME, DP) \
+  OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __nv_bfloat16) OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __half)
+OPSI_SDPA_BWD_SM90_KERNELS(OPSI_SDPA_BWD_SM90_EXTERN)
 
 namespace {
 
@@ -157,8 +162,54 @@ template <int DP> ops_status run_bwd_mma(const opsi_launch *ctx, const opsi_sdpa
   return opsi::launch_status(ctx, e);
 }
 
+/* The Hopper backward: D and the zeroed dQ accumulators in the workspace (its row's size),
+ * then the main pass and dQ's conversion. */
+template <int DP> ops_status run_bwd_sm90(const opsi_launch *ctx, const opsi_sdpa_bwd_args *ba) {
+  using C = opsi::fa3bwd::cfg<DP>;
+  opsi_sdpa_bwd_geom bg = ba->geom;
+  const opsi_sdpa_args *a = &ba->fwd;
+  if (bg.f.batch == 0 || bg.f.heads_q == 0) return OPS_OK;
+  if (a->has_mask || !bg.aligned) { /* the rows claim neither a mask nor strided / unaligned rows */
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
+                              "the Hopper backward got a mask or rows that are not 16-byte aligned", NULL, 0);
+  }
+  if (opsi_sdpa_bwd_sm90_workspace(bg.rows, bg.f.heads_q, DP) > ctx->workspace_bytes) {
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the backward's workspace is smaller than its row's", NULL, 0);
+  }
+  bg.dsum = static_cast<float *>(ctx->workspace);
+  bg.dq_acc = reinterpret_cast<float *>(static_cast<char *>(ctx->workspace) +
+                                        opsi_sdpa_bwd_sm90_dq_offset(bg.rows, bg.f.heads_q));
+  bg.dq_cols = DP;
+  CUtensorMap mq, mk, mv, mdo;
+  /* an empty operand has no map (TMA takes no extent of 0): with no key there is no main pass
+   * (dq is 0, dk and dv empty); with no query row the main pass loads no query tile (dk and
+   * dv are 0) */
+  const bool keys = a->k.shape[0] > 0 && a->k.shape[1] > 0, rows = bg.rows > 0;
+  memset(&mq, 0, sizeof mq), memset(&mk, 0, sizeof mk), memset(&mv, 0, sizeof mv), memset(&mdo, 0, sizeof mdo);
+  ops_status st = OPS_OK;
+  if (rows) st = encode_operand(ctx, &mq, a->q, a->varlen, C::BM, "the tensor map of q");
+  if (st == OPS_OK && keys) st = encode_operand(ctx, &mk, a->k, a->varlen, C::BN, "the tensor map of k");
+  if (st == OPS_OK && keys) st = encode_operand(ctx, &mv, a->v, a->varlen, C::BN, "the tensor map of v");
+  if (st == OPS_OK && rows) st = encode_operand(ctx, &mdo, ba->dout, a->varlen, C::BM, "the tensor map of dout");
+  if (st != OPS_OK) return st;
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  opsi_launch_info *info = ctx->info;
+  const cudaError_t e =
+      a->q.dtype == OPS_DTYPE_BF16
+          ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP>(mq, mk, mv, mdo, bg, keys, ctx->sm_count, stream,
+                                                                  info->grid, info->block, &info->smem_bytes)
+          : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP>(mq, mk, mv, mdo, bg, keys, ctx->sm_count, stream,
+                                                           info->grid, info->block, &info->smem_bytes);
+  return opsi::launch_status(ctx, e);
+}
+
 }  // namespace
 
+#define OPSI_SDPA_BWD_SM90_LAUNCHER(ID, NAME, DP)                                                   \
+  extern "C" ops_status opsi_sdpa_bwd_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
+    return run_bwd_sm90<DP>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));                    \
+  }
+OPSI_SDPA_BWD_SM90_KERNELS(OPSI_SDPA_BWD_SM90_LAUNCHER)
 #define OPSI_SDPA_BWD_MMA_LAUNCHER(ID, NAME, DP)                                                   \
   extern "C" ops_status opsi_sdpa_bwd_cuda_mma_##NAME(const opsi_launch *ctx, const void *args) { \
     return run_bwd_mma<DP>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));                    \

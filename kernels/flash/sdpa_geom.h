@@ -49,12 +49,16 @@ typedef struct opsi_sdpa_geom {
 
 /* The backward as its CUDA kernels read it: the forward's call (o and lse read), dout like o,
  * the gradients like q, k and v, and the workspace's D = rowsum(dout * o), f32, element
- * (b, s, h) at (b * dsum_sb + s) * heads_q + h (varlen: dsum_sb = 0, s the packed row). */
+ * (b, s, h) at (b * dsum_sb + s) * heads_q + h (varlen: dsum_sb = 0, s the packed row); where
+ * dQ is summed by atomics (the Hopper kernels), its f32 accumulators, dq_cols a (row, head)
+ * in the same order (NULL otherwise). */
 typedef struct opsi_sdpa_bwd_geom {
   opsi_sdpa_geom f;
   opsi_sdpa_view dout, dq, dk, dv;
   float *dsum;
   int64_t dsum_sb;
+  float *dq_acc;
+  int32_t dq_cols;
   int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */
   float scale;   /* the softmax scale (f.scale_log2 / log2(e)) */
   int32_t aligned; /* f.aligned, and dout, dq, dk, dv alike */

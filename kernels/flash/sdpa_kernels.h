@@ -39,8 +39,14 @@
   X(OPSI_KERNEL_CUDA_SDPA_SPLIT_D256_M64, d256_m64, 256, 64)
 
 /* X(ID, NAME, DP): sdpa_bwd_mma.cuh (ops_sdpa_backward), any SM >= 80, head dims up to DP */
-#define OPSI_SDPA_BWD_MMA_KERNELS(X)                    \
-  X(OPSI_KERNEL_CUDA_SDPA_BWD_MMA_D64, d64, 64)         \
-  X(OPSI_KERNEL_CUDA_SDPA_BWD_MMA_D128, d128, 128)
+#define OPSI_SDPA_BWD_MMA_KERNELS(X)                     \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_MMA_D64, d64, 64)     \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_MMA_D128, d128, 128)
+
+/* X(ID, NAME, DP): sdpa_bwd_sm90.cuh (ops_sdpa_backward), sm_90a, head dims up to DP, dQ by
+ * atomics */
+#define OPSI_SDPA_BWD_SM90_KERNELS(X)                    \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D64, d64, 64)    \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D128, d128, 128)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_KERNELS_H_ */

@@ -140,8 +140,9 @@ void sdpa_backward(void **state) {
 }
 
 /* The deterministic promise of the backward rows: a causal GQA call (2 x 8 heads over 2 KV
- * heads, 300 x 333, d 128, bf16), pinned to each CUDA kernel that takes it, ten runs over
- * poisoned gradients give bitwise the same dq, dk and dv. */
+ * heads, 300 x 333, d 128, bf16), pinned to each CUDA kernel whose row says deterministic and
+ * that takes it, ten runs over poisoned gradients give bitwise the same dq, dk and dv; then the
+ * same call on a deterministic handle, unpinned, runs one of those kernels. */
 void sdpa_backward_is_reproducible(void **state) {
   (void)state;
   if (!g_have_cuda) {
@@ -176,6 +177,10 @@ void sdpa_backward_is_reproducible(void **state) {
     info.struct_size = sizeof info;
     OPST_OK(ops_kernel_info_at(k, &info));
     if (info.op != OPS_OP_SDPA_BACKWARD || info.backend != OPS_DEVICE_CUDA) continue;
+    if (!info.deterministic) {
+      printf("[ DETERM   ] %s: not deterministic by its row (dQ by atomics); not held to it\n", info.name);
+      continue;
+    }
     OPST_OK(ops_handle_pin_kernel(g_gpu, info.name));
     size_t wsb = 0;
     if (ops_sdpa_backward_workspace_size(g_gpu, &p, &dev[0], &dev[1], &dev[2], &dev[3], &dev[4], &dev[5], &dev[6],
@@ -206,6 +211,19 @@ void sdpa_backward_is_reproducible(void **state) {
   }
   OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
   assert_true(pinned > 0);
+  OPST_OK(ops_handle_set_deterministic(g_gpu, 1));
+  ops_explain ex;
+  memset(&ex, 0, sizeof ex);
+  ex.struct_size = sizeof ex;
+  OPST_OK(ops_sdpa_backward_explain(g_gpu, &p, &dev[0], &dev[1], &dev[2], &dev[3], &dev[4], &dev[5], &dev[6], &dev[7],
+                                    &dev[8], &ex));
+  OPST_OK(ops_handle_set_deterministic(g_gpu, 0));
+  assert_true(ex.chosen >= 0);
+  ops_kernel_info chosen;
+  chosen.struct_size = sizeof chosen;
+  OPST_OK(ops_kernel_info_by_name(ex.verdicts[ex.chosen].kernel_name, &chosen));
+  printf("[ DETERM   ] a deterministic handle runs %s\n", chosen.name);
+  assert_true(chosen.deterministic);
   for (int i = 0; i < 9; ++i) cudaFree(mem[i]);
   opst_free(&tdo);
   for (int g = 0; g < 3; ++g) opst_free(&tg[g]);

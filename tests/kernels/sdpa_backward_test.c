@@ -359,43 +359,50 @@ static void unseen_rows_and_keys_get_zero(void **state) {
 }
 
 /* A described Hopper, a call of a few waves (4 x 16 heads x 1024): head dims up to 128 go to
- * the sm_80-class kernel of their padded head dim, whose workspace holds D (query rows x heads
- * f32); d 256 has no CUDA kernel yet: it is
- * refused with OPS_ERR_UNSUPPORTED, and explain names the CPU reference as refused for the
- * backend. */
+ * the Hopper kernel of their padded head dim, whose workspace holds D (query rows x heads f32,
+ * rounded up to 256 bytes) and dQ's f32 accumulators (query rows x heads x the padded head
+ * dim); a deterministic handle gets the sm_80-class kernel instead (its workspace: D alone),
+ * as does a described sm_80. d 256 has no CUDA kernel yet: it is refused with
+ * OPS_ERR_UNSUPPORTED, and explain names the CPU reference as refused for the backend. */
 static void gpu_handles_take_head_dims_up_to_128(void **state) {
   (void)state;
-  ops_handle v = opst_virtual_handle(90);
   static const int64_t kDim[3] = {64, 128, 256};
-  static const char *const kKernel[3] = {"cuda_sdpa_backward_mma_d64", "cuda_sdpa_backward_mma_d128", NULL};
-  for (int i = 0; i < 3; ++i) {
-    const int64_t qs[4] = {4, 1024, 16, kDim[i]}, ks[4] = {4, 1024, 4, kDim[i]}, ls[3] = {4, 16, 1024};
-    ops_tensor q, k, l;
-    OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
-    OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
-    OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
-    size_t ws = 0;
-    const ops_status st = ops_sdpa_backward_workspace_size(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws);
-    if (kKernel[i] == NULL) {
-      assert_int_equal(st, OPS_ERR_UNSUPPORTED);
-      assert_non_null(strstr(ops_last_error(), "no kernel of this build supports"));
+  static const char *const kHopper[3] = {"cuda_sdpa_backward_sm90_d64", "cuda_sdpa_backward_sm90_d128", NULL};
+  static const char *const kMma[3] = {"cuda_sdpa_backward_mma_d64", "cuda_sdpa_backward_mma_d128", NULL};
+  for (int hw = 0; hw < 3; ++hw) { /* Hopper, Hopper deterministic, sm_80 */
+    ops_handle v = opst_virtual_handle(hw == 2 ? 80 : 90);
+    if (hw == 1) OPST_OK(ops_handle_set_deterministic(v, 1));
+    for (int i = 0; i < 3; ++i) {
+      const int64_t qs[4] = {4, 1024, 16, kDim[i]}, ks[4] = {4, 1024, 4, kDim[i]}, ls[3] = {4, 16, 1024};
+      const char *want = hw == 0 ? kHopper[i] : kMma[i];
+      ops_tensor q, k, l;
+      OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+      OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+      OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+      size_t ws = 0;
+      const ops_status st = ops_sdpa_backward_workspace_size(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws);
+      if (want == NULL) {
+        assert_int_equal(st, OPS_ERR_UNSUPPORTED);
+        assert_non_null(strstr(ops_last_error(), "no kernel of this build supports"));
+      }
+      ops_explain e;
+      e.struct_size = sizeof e;
+      (void)ops_sdpa_backward_explain(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &e);
+      char text[8192];
+      ops_explain_to_text(&e, text, sizeof text);
+      if (want != NULL) {
+        OPST_OK(st);
+        const size_t d_bytes = 4 * 1024 * 16 * 4;
+        assert_int_equal(ws, hw == 0 ? d_bytes + (size_t)4 * 1024 * 16 * kDim[i] * 4 : d_bytes);
+        assert_true(e.chosen >= 0);
+        assert_string_equal(e.verdicts[e.chosen].kernel_name, want);
+      } else {
+        assert_non_null(strstr(text, "cpu_sdpa_backward_ref"));
+        assert_non_null(strstr(text, "cuda_sdpa_backward_mma_d128"));
+      }
     }
-    ops_explain e;
-    e.struct_size = sizeof e;
-    (void)ops_sdpa_backward_explain(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &e);
-    char text[8192];
-    ops_explain_to_text(&e, text, sizeof text);
-    if (kKernel[i] != NULL) {
-      OPST_OK(st);
-      assert_int_equal(ws, 4 * 1024 * 16 * 4);
-      assert_true(e.chosen >= 0);
-      assert_string_equal(e.verdicts[e.chosen].kernel_name, kKernel[i]);
-    } else {
-      assert_non_null(strstr(text, "cpu_sdpa_backward_ref"));
-      assert_non_null(strstr(text, "cuda_sdpa_backward_mma_d128"));
-    }
+    ops_handle_destroy(v);
   }
-  ops_handle_destroy(v);
 }
 
 static void claimed_features_are_exercised(void **state) {

@@ -1,0 +1,432 @@
+/*
+ * The Hopper attention backward (sm_90a): TMA + wgmma, warp-specialized, dQ summed by f32
+ * atomics (not bitwise reproducible: the rows say so, and a deterministic handle gets the
+ * sm_80-class kernels). Three launches:
+ *
+ *   dsum:   D = rowsum(dout * o) into the workspace, each (row, head)'s dQ accumulators zeroed
+ *           (sdpa_bwd_mma.cuh's kernel).
+ *   main:   a block owns BN = 128 keys of one (batch, KV head); one producer warpgroup and two
+ *           consumer warpgroups of 64 keys each. The producer loads K and V once, then for each
+ *           query head of the group and each query tile of BM = 64 rows that sees the keys, Q
+ *           and dout (TMA) into a ring of STAGES; the consumers load the tile's LSE and D a tile
+ *           ahead. Each consumer warpgroup, per tile:
+ *             S^T = K Q^T, dP^T = V dout^T            (wgmma, A = K / V, B = Q / dout K-major)
+ *             P^T = exp2(S^T scale log2(e) - LSE log2(e)), dS^T = P^T (dP^T - D)   (registers)
+ *             dV += P^T dout, dK += dS^T Q            (wgmma, A from registers, B N-major)
+ *             dS to shared memory (stmatrix, transposed: dS[query][key])
+ *             dQ_tile = dS K over the block's 128 keys (wgmma; at DP 128 each warpgroup takes
+ *             64 columns, at 64 the warpgroups take the tiles in turn), added to the f32
+ *             accumulators by vector reductions (red.global.add.v2.f32)
+ *           then dK times the scale and dV stored once (a GQA group's sum stays in the block).
+ *   dq:     dq = the accumulators times the scale, rounded to T.
+ * A row whose LSE is -inf and rows past a sequence's end take an LSE of +inf (P = 0). Keys
+ * and query rows past the tensors' extents read as zeros (TMA); varlen's neighbouring rows
+ * are masked like any key past the end. Blocks start their walk over the query tiles at a
+ * place of their own, so that the key tiles of a head do not all add into the same dQ rows at
+ * once.
+ *
+ * Operands: [B, S, H, D] views with unit-stride rows, 16-byte aligned base and strides (TMA),
+ * head dims up to DP (zero columns beyond, which the products carry along).
+ */
+#ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_CUH_
+#define OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_CUH_
+
+#include <cuda.h>
+
+#include "kernels/common/sm90_async.cuh"
+#include "kernels/common/wgmma_ops.cuh"
+#include "kernels/flash/sdpa_bwd_mma.cuh"
+#include "kernels/flash/sdpa_bwd_sm90_shape.h"
+
+namespace opsi {
+namespace fa3bwd {
+
+using sdpa_bwd_geom = ::opsi_sdpa_bwd_geom;
+
+template <int DP_> struct cfg {
+  static constexpr int DP = DP_, BN = OPSI_SDPA_BWD_SM90_BN, BM = OPSI_SDPA_BWD_SM90_BM;
+  static constexpr int STAGES = OPSI_SDPA_BWD_SM90_STAGES;
+  static constexpr int LOAD_REGS = OPSI_SDPA_BWD_SM90_LOAD_REGS, MMA_REGS = OPSI_SDPA_BWD_SM90_MMA_REGS;
+  static constexpr int THREADS = 384;
+  static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2;
+  static constexpr int SMEM_BYTES = OPSI_SDPA_BWD_SM90_SMEM(DP);
+  static_assert(BN == 128 && BM == 64, "two consumer warpgroups of 64 keys; query tiles of one wgmma M");
+  static_assert(DP == 64 || DP == 128, "head dims of one or two 64-column boxes");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one block");
+  static_assert(LOAD_REGS * 128 + MMA_REGS * 256 <= 65536, "register split");
+};
+
+/* Shared memory, 1024-byte aligned (the swizzle's atom): K, V (BN x DP), the ring's Q and
+ * dout (BM x DP a stage), dS (2 buffers of BM x BN), each as boxes of 64 columns; LSE (log2)
+ * and D (2 buffers of BM floats each); the mbarriers. */
+template <typename C> struct smem_plan {
+  uint8_t *k, *v, *q, *dout, *ds;
+  float *lse, *dsum;
+  uint64_t *kv_full, *full, *empty;
+  __device__ __forceinline__ explicit smem_plan(uint8_t *raw) {
+    k = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+    v = k + C::KV_BYTES, q = v + C::KV_BYTES, dout = q + C::STAGES * C::Q_BYTES;
+    ds = dout + C::STAGES * C::Q_BYTES;
+    lse = reinterpret_cast<float *>(ds + 2 * C::DS_BYTES), dsum = lse + 2 * C::BM;
+    kv_full = reinterpret_cast<uint64_t *>(dsum + 2 * C::BM);
+    full = kv_full + 1, empty = full + C::STAGES;
+  }
+};
+
+/* A block's walk: the query tiles of BM rows that see its keys [n0, n0 + BN), for each query
+ * head of the KV head's group; step `it` of `total`, started at `first`. */
+struct walk {
+  int t0, tiles, first;
+  int64_t total;
+  int hk, group;
+  __device__ __forceinline__ walk(const sdpa_geom &g, const sdpa_seq &s, int n0, int bn, int bm, int hk_) {
+    const int64_t diag = (int64_t)s.sk - s.sq, n1 = min(n0 + bn, s.sk) - 1;
+    int64_t i_lo = 0, i_hi = (int64_t)s.sq - 1;
+    if (g.window_right >= 0) i_lo = max(i_lo, n0 - diag - g.window_right);
+    if (g.window_left >= 0) i_hi = min(i_hi, n1 - diag + g.window_left);
+    t0 = i_lo <= i_hi ? (int)(i_lo / bm) : 0;
+    tiles = i_lo <= i_hi ? (int)(i_hi / bm) - t0 + 1 : 0;
+    hk = hk_, group = g.group;
+    total = (int64_t)tiles * group;
+    first = total > 0 ? (int)((int64_t)(n0 / bn) % total) : 0;
+  }
+  /* step it's query head and first row */
+  __device__ __forceinline__ void at(int64_t it, int bm, int *h, int *m0) const {
+    int64_t e = it + first;
+    if (e >= total) e -= total;
+    *h = hk * group + (int)(e / tiles), *m0 = (t0 + (int)(e % tiles)) * bm;
+  }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Four 8x8 matrices of a warp's fragments into shared memory transposed: register i holds the
+ * thread's pair of matrix i (row lane / 4, columns 2 (lane % 4) + {0, 1}), and lane l gives the
+ * address of row l % 8 of matrix l / 8 as stored, which holds the matrix's column l % 8. */
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+/* dQ's f32 accumulators += {a, b} at p (8-byte aligned). */
+__device__ __forceinline__ void red_add2(float *p, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
+template <typename T> __device__ __forceinline__ void round_frags(const float (&x)[32], uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int kt = 0; kt < 4; ++kt) {
+    a[kt][0] = pack2<T>(x[kt * 8 + 0], x[kt * 8 + 1]);
+    a[kt][1] = pack2<T>(x[kt * 8 + 2], x[kt * 8 + 3]);
+    a[kt][2] = pack2<T>(x[kt * 8 + 4], x[kt * 8 + 5]);
+    a[kt][3] = pack2<T>(x[kt * 8 + 6], x[kt * 8 + 7]);
+  }
+}
+
+/* A consumer's rows of dK or dV (f32 accumulators of the m64nDP layout, times `mul`) into
+ * the gradient: rows past the sequence's end and columns past `cols` are not written. */
+template <typename T, int DP>
+__device__ __forceinline__ void store_rows(const sdpa_view &out, int b, int64_t row0, int rows, int hk, int cols,
+                                           bool aligned, const float (&acc)[DP / 2], float mul, int lane) {
+  T *base = static_cast<T *>(const_cast<void *>(out.p)) + b * out.sb + hk * out.sh;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = lane / 4 + half * 8;
+    if (r >= rows) continue;
+    T *p = base + (row0 + r) * out.ss;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      const int c = n * 8 + (lane % 4) * 2;
+      const float x0 = acc[n * 4 + half * 2] * mul, x1 = acc[n * 4 + half * 2 + 1] * mul;
+      if (aligned && c + 1 < cols) {
+        *reinterpret_cast<uint32_t *>(p + c) = pack2<T>(x0, x1);
+      } else {
+        if (c < cols) p[c * out.sd] = from_f<T>(x0);
+        if (c + 1 < cols) p[(c + 1) * out.sd] = from_f<T>(x1);
+      }
+    }
+  }
+}
+#endif
+
+/* The main pass: grid (key tiles of BN, Hkv, batch). The tensor maps' axes: (d, s, h, b);
+ * varlen: (d, t, h, 1) with s = the sequence's start + row. */
+template <typename T, int DP>
+__global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
+    sdpa_bwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                         const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
+                         const sdpa_bwd_geom bg) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace opsi::sm90;
+  using C = cfg<DP>;
+  constexpr int BN = C::BN, BM = C::BM, STAGES = C::STAGES;
+  const sdpa_geom &g = bg.f;
+  extern __shared__ uint8_t smem_raw[];
+  const smem_plan<C> sm(smem_raw);
+  const int b = blockIdx.z, hk = blockIdx.y, n0 = blockIdx.x * BN;
+  const sdpa_seq s = sdpa_sequence(g, b);
+  if (n0 >= s.sk) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
+  const walk wk(g, s, n0, BN, BM, hk);
+  const int bmap = g.cu_q == nullptr ? b : 0; /* varlen maps: a batch axis of 1 */
+
+  if (threadIdx.x == 0) {
+    mbar_init(sm.kv_full, 1);
+    for (int st = 0; st < STAGES; ++st) {
+      mbar_init(&sm.full[st], 1);
+      mbar_init(&sm.empty[st], 8);     /* one arrival per consumer warp */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::LOAD_REGS));
+    if (warp == 0 && lane == 0) {
+      mbar_expect_tx(sm.kv_full, 2 * C::KV_BYTES);
+#pragma unroll
+      for (int c = 0; c < DP / 64; ++c) {
+        tma_load_4d(sm.k + c * BN * 128, &map_k, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
+        tma_load_4d(sm.v + c * BN * 128, &map_v, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
+      }
+      for (int64_t it = 0; it < wk.total; ++it) {
+        const ring_pos<STAGES> pos{(int)it};
+        const int st = pos.stage();
+        int h, m0;
+        wk.at(it, BM, &h, &m0);
+        mbar_wait<1000000>(&sm.empty[st], pos.empty_parity());
+        mbar_expect_tx(&sm.full[st], 2 * C::Q_BYTES);
+#pragma unroll
+        for (int c = 0; c < DP / 64; ++c) {
+          tma_load_4d(sm.q + st * C::Q_BYTES + c * BM * 128, &map_q, &sm.full[st], c * 64, (int32_t)(s.q0 + m0), h,
+                      bmap);
+          tma_load_4d(sm.dout + st * C::Q_BYTES + c * BM * 128, &map_do, &sm.full[st], c * 64, (int32_t)(s.q0 + m0),
+                      h, bmap);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
+    const int cw = wg - 1, wl = warp % 4;
+    const int key0 = cw * 64 + wl * 16; /* the warp's first key of the block */
+    /* descriptors: my 64 keys of K and V (A, K-major), stage 0's Q and dout (B: K-major for
+     * S^T and dP^T, N-major for dK and dV), dS buffer 0 (A of dQ), K's columns (B of dQ) */
+    const uint64_t dk_a = smem_desc(smem_addr(sm.k) + cw * 64 * 128, 16, 1024);
+    const uint64_t dv_a = smem_desc(smem_addr(sm.v) + cw * 64 * 128, 16, 1024);
+    const uint64_t dq_b = smem_desc(smem_addr(sm.q), 16, 1024), ddo_b = smem_desc(smem_addr(sm.dout), 16, 1024);
+    const uint64_t dq_n = smem_desc(smem_addr(sm.q), BM * 128, 1024);
+    const uint64_t ddo_n = smem_desc(smem_addr(sm.dout), BM * 128, 1024);
+    const uint64_t dds_a = smem_desc(smem_addr(sm.ds), 16, 1024);
+    const uint64_t dkn_b = smem_desc(smem_addr(sm.k), BN * 128, 1024);
+    float dk[DP / 2], dv[DP / 2];
+#pragma unroll
+    for (int i = 0; i < DP / 2; ++i) dk[i] = dv[i] = 0.0f;
+    mbar_wait(sm.kv_full, 0);
+
+    /* tile it's S^T = K Q^T and dP^T = V dout^T, a wgmma group each (S first: its
+     * exponentials run under dP) */
+    const auto issue_s = [&](int64_t it, float(&sc)[32]) {
+      const ring_pos<STAGES> pos{(int)it};
+      const int st = pos.stage();
+      mbar_wait(&sm.full[st], pos.full_parity());
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; ++kk) {
+        const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
+        wgmma<T, BM, false>::mma(sc, desc_advance(dk_a, ka), desc_advance(dq_b, qb), kk > 0 ? 1u : 0u);
+      }
+      wgmma_commit();
+    };
+    const auto issue_dp = [&](int64_t it, float(&dp)[32]) {
+      const int st = ring_pos<STAGES>{(int)it}.stage();
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < DP / 16; ++kk) {
+        const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
+        wgmma<T, BM, false>::mma(dp, desc_advance(dv_a, ka), desc_advance(ddo_b, qb), kk > 0 ? 1u : 0u);
+      }
+      wgmma_commit();
+    };
+    /* tile it's dQ (when this warpgroup took it) into the f32 accumulators */
+    const auto add_dq = [&](int64_t it, const float (&dqa)[32]) {
+      int h, m0;
+      wk.at(it, BM, &h, &m0);
+      const int cb = DP == 128 ? (int)((it + cw) & 1) * 64 : 0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = m0 + wl * 16 + lane / 4 + half * 8;
+        if (r >= s.sq) continue;
+        float *acc = bg.dq_acc + ((b * bg.dsum_sb + s.q0 + r) * g.heads_q + h) * (int64_t)bg.dq_cols + cb;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          red_add2(acc + n * 8 + (lane % 4) * 2, dqa[n * 4 + half * 2], dqa[n * 4 + half * 2 + 1]);
+        }
+      }
+    };
+    /* at DP 128 each warpgroup takes 64 columns of every tile's dQ, at 64 every other tile */
+    const auto takes_dq = [&](int64_t it) { return DP == 128 || ((it + cw) & 1) == 0; };
+
+    /* Tile it: issue S_it and dP_it; wait for S_it (its P under dP_it), then dP_it (dS); dS to
+     * shared memory; issue dV += P^T dout and dK += dS^T Q, then (both warpgroups' dS in
+     * place) dQ = dS K; wait for them all (the stage goes back) and add dQ. Issuing the next
+     * tile's S and dP before this one's dQ is added keeps more registers live than the 240 of
+     * a consumer at DP 128 (ptxas spills). */
+    /* LSE (log2) and D of tile it's rows, in buffer it % 2: warpgroup 0's first 64 threads
+     * load the LSE, warpgroup 1's the D, one row each, a tile ahead (read under the products,
+     * stored before the barrier that precedes the tile) */
+    const int r_own = threadIdx.x % 128;
+    const auto fetch = [&](int64_t it) {
+      int h, m0;
+      wk.at(it, BM, &h, &m0);
+      return r_own >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_log2(g, s, b, h, m0 + r_own)
+                                          : fa2bwd::dsum_at(bg, s, b, h, m0 + r_own);
+    };
+    const auto put = [&](int64_t it, float x) {
+      if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = x;
+    };
+    if (wk.total > 0) {
+      put(0, fetch(0));
+      named_bar_sync(1, 256);
+    }
+
+    float sc[32], dp[32], dqa[32];
+    for (int64_t it = 0; it < wk.total; ++it) {
+      issue_s(it, sc), issue_dp(it, dp);
+      const float next = it + 1 < wk.total ? fetch(it + 1) : 0.0f;
+      const ring_pos<STAGES> pos{(int)it};
+      const int st = pos.stage();
+      int h, m0;
+      wk.at(it, BM, &h, &m0);
+      const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM;
+      const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
+      const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0 + cw * 64, 64);
+      auto &p4 = reinterpret_cast<float(&)[BM / 8][4]>(sc);
+      auto &ds4 = reinterpret_cast<float(&)[BM / 8][4]>(dp);
+      wgmma_wait<1>();
+      fence_regs(sc);
+      fa2bwd::probabilities<true>(g, s, b, h, unmasked, n0 + key0, m0, lane, p4,
+                                  [&](int n, int e) { return lb[col(n, e)]; });
+      wgmma_wait<0>();
+      fence_regs(dp);
+      fa2bwd::score_grads(ds4, p4, [&](int n, int e) { return db[col(n, e)]; });
+      uint32_t pa[4][4], da[4][4];
+      round_frags<T>(sc, pa);
+      round_frags<T>(dp, da);
+
+      /* dS[query][key] into buffer it % 2: matrix i of k16 step kt is keys key0 + (i % 2) 8 ..,
+       * queries 16 kt + (i / 2) 8 ..; its stored row l % 8 is query 16 kt + (i / 2) 8 + l % 8 */
+      uint8_t *dsb = sm.ds + (it & 1) * C::DS_BYTES;
+      const int mi = lane / 8, kq = key0 + (mi % 2) * 8;
+#pragma unroll
+      for (int kt = 0; kt < 4; ++kt) {
+        const int q = kt * 16 + (mi / 2) * 8 + lane % 8;
+        const uint32_t addr =
+            smem_addr(dsb + (kq / 64) * BM * 128 + q * 128 + ((((kq % 64) / 8) ^ (q % 8)) << 4));
+        stmatrix_x4_trans(addr, da[kt]);
+      }
+
+      wgmma_fence();
+#pragma unroll
+      for (int kt = 0; kt < 4; ++kt) {
+        wgmma_rs<T, DP>::mma(dv, pa[kt], desc_advance(ddo_n, st * C::Q_BYTES + kt * 16 * 128), 1u);
+      }
+#pragma unroll
+      for (int kt = 0; kt < 4; ++kt) {
+        wgmma_rs<T, DP>::mma(dk, da[kt], desc_advance(dq_n, st * C::Q_BYTES + kt * 16 * 128), 1u);
+      }
+      wgmma_commit();
+      fence_proxy_async();    /* dS, written by stmatrix, is read by wgmma */
+      if (it + 1 < wk.total) put(it + 1, next);
+      named_bar_sync(1, 256); /* both warpgroups' halves of dS are in place, and tile it + 1's LSE and D */
+
+      const bool mine = takes_dq(it);
+      if (mine) {
+        const uint64_t a0 = desc_advance(dds_a, (uint32_t)(it & 1) * C::DS_BYTES);
+        const uint64_t b0 = desc_advance(dkn_b, (DP == 128 ? (int)((it + cw) & 1) : 0) * BN * 128);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          wgmma<T, 64, true>::mma(dqa, desc_advance(a0, (kk / 4) * BM * 128 + (kk % 4) * 32),
+                                  desc_advance(b0, kk * 16 * 128), kk > 0 ? 1u : 0u);
+        }
+        wgmma_commit();
+      }
+      wgmma_wait<0>();
+      fence_regs(dk), fence_regs(dv);
+      if (lane == 0) mbar_arrive(&sm.empty[st]); /* Q and dout of this stage are read */
+      if (mine) {
+        fence_regs(dqa);
+        add_dq(it, dqa);
+      }
+
+    }
+
+    const int rows = min(16, s.sk - (n0 + key0));
+    const int64_t row0 = s.k0 + n0 + key0;
+    const bool aligned = bg.aligned != 0;
+    store_rows<T, DP>(bg.dk, b, row0, rows, hk, g.d, aligned, dk, bg.scale, lane);
+    store_rows<T, DP>(bg.dv, b, row0, rows, hk, g.dv, aligned, dv, 1.0f, lane);
+  }
+#else
+  (void)map_q, (void)map_k, (void)map_v, (void)map_do, (void)bg;
+  __trap();
+#endif
+}
+
+/* dq = the accumulators times the scale: a thread two columns of a (row, head), grid-stride. */
+template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert_kernel(const sdpa_bwd_geom bg) {
+  const sdpa_geom &g = bg.f;
+  const int pairs = (g.d + 1) / 2;
+  const int64_t items = bg.rows * g.heads_q * pairs;
+  for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
+       it += (int64_t)gridDim.x * blockDim.x) {
+    const int c = (int)(it % pairs) * 2;
+    const int64_t rh = it / pairs, row = rh / g.heads_q;
+    const int h = (int)(rh % g.heads_q);
+    const int64_t b = bg.dsum_sb > 0 ? row / bg.dsum_sb : 0, i = bg.dsum_sb > 0 ? row % bg.dsum_sb : row;
+    const float2 x = *reinterpret_cast<const float2 *>(bg.dq_acc + rh * bg.dq_cols + c);
+    T *p = static_cast<T *>(const_cast<void *>(bg.dq.p)) + b * bg.dq.sb + i * bg.dq.ss + h * bg.dq.sh;
+    if (bg.aligned && c + 1 < g.d) {
+      *reinterpret_cast<uint32_t *>(p + c) = pack2<T>(x.x * bg.scale, x.y * bg.scale);
+    } else {
+      p[c * bg.dq.sd] = from_f<T>(x.x * bg.scale);
+      if (c + 1 < g.d) p[(c + 1) * bg.dq.sd] = from_f<T>(x.y * bg.scale);
+    }
+  }
+}
+
+/* Host side: the three launches on one stream (bg's dsum and dq_acc point into the workspace);
+ * `keys`: k has rows (else no main pass, and its maps are not made). */
+template <typename T, int DP>
+cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
+                                 const CUtensorMap &map_do, const sdpa_bwd_geom &bg, bool keys, int sm_count,
+                                 cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
+  using C = cfg<DP>;
+  const sdpa_geom &g = bg.f;
+  const int64_t items = bg.rows * g.heads_q, cap = (int64_t)sm_count * 16;
+  const int64_t want = (items + 7) / 8;
+  if (items > 0) fa2bwd::sdpa_bwd_dsum_kernel<T><<<(unsigned)(want < cap ? want : cap), 256, 0, stream>>>(bg);
+  const auto kernel = sdpa_bwd_sm90_kernel<T, DP>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
+  if (keys && gk.x > 0) kernel<<<gk, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, map_do, bg);
+  const int64_t pairs = items * ((g.d + 1) / 2), wantc = (pairs + 255) / 256;
+  if (pairs > 0) sdpa_bwd_dq_convert_kernel<T><<<(unsigned)(wantc < cap ? wantc : cap), 256, 0, stream>>>(bg);
+  grid[0] = (int32_t)gk.x, grid[1] = (int32_t)gk.y, grid[2] = (int32_t)gk.z;
+  block[0] = C::THREADS, block[1] = block[2] = 1;
+  *smem_bytes = C::SMEM_BYTES;
+  return cudaGetLastError();
+}
+
+}  // namespace fa3bwd
+}  // namespace opsi
+
+/* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
+#define OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP)                                                                       \
+  template cudaError_t opsi::fa3bwd::launch_sdpa_bwd_sm90<T, DP>(                                                \
+      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &,                        \
+      const opsi::fa3bwd::sdpa_bwd_geom &, bool, int, cudaStream_t, int32_t *, int32_t *, int32_t *);
+#define OPSI_SDPA_BWD_SM90_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP)
+
+#endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_CUH_ */

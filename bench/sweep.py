@@ -2,7 +2,7 @@
 """The workload sweep: every eligible opslib kernel (pinned), the dispatcher's own choice and
 PyTorch's fastest backend, timed on a grid of the shapes real models issue.
 
-    python3 bench/sweep.py [--ops sdpa,decode,gemm,rows,reduce] [--quick] [--json FILE]
+    python3 bench/sweep.py [--ops sdpa,decode,sdpa_bwd,gemm,rows,reduce] [--quick] [--json FILE]
     python3 bench/sweep.py --list                       # the grid (no GPU, no torch)
     python3 bench/sweep.py --summary FILE [--md]        # regret, model error, vs PyTorch
     python3 bench/sweep.py --reestimate FILE [--json OUT] [--md]
@@ -11,7 +11,8 @@ PyTorch's fastest backend, timed on a grid of the shapes real models issue.
 
 The grid: LLM prefill and training attention (tokens 128 to 64k, batch 1 to 64, head dims
 64 / 96 / 128 / 256, MHA and GQA 4:1 / 8:1, causal or not, varlen batches), decode (Sq 1 to
-16 over KV 1k to 128k), the projections of Llama-3 8B / 70B and Mistral-class models for M
+16 over KV 1k to 128k), the attention backward of training steps (128 to 16k tokens a sequence,
+the forward's o and LSE made once outside the timing, PyTorch's backward through autograd), the projections of Llama-3 8B / 70B and Mistral-class models for M
 from 1 to 16k (weights K-major, as nn.Linear stores them: a @ w.T), and RMSNorm /
 LayerNorm / softmax / row sums from 1 row to 64k rows.
 
@@ -178,8 +179,26 @@ def heldout_grid(quick):
     return g
 
 
-GRIDS = {"sdpa": sdpa_grid, "decode": decode_grid, "gemm": gemm_grid, "rows": rows_grid, "reduce": reduce_grid,
-         "heldout": heldout_grid}
+def sdpa_bwd_grid(quick):
+    """Training steps' attention backward: short and long sequences, MHA and GQA, d 64 / 128."""
+    cfg = [(2, 128, 8, 2, 64, False), (1, 512, 16, 16, 64, False), (4, 512, 16, 16, 64, True),
+           (8, 1024, 16, 16, 64, True), (1, 8192, 32, 8, 64, True), (1, 512, 32, 8, 128, True),
+           (16, 256, 32, 32, 128, True), (32, 512, 16, 16, 128, True), (16, 1024, 16, 16, 128, False),
+           (4, 4096, 16, 16, 128, False), (4, 4096, 16, 16, 128, True), (2, 2048, 32, 8, 128, True),
+           (1, 16384, 16, 16, 128, True), (64, 128, 12, 12, 64, False)]
+    if quick:
+        cfg = cfg[:3]
+    g = []
+    for b, s, hq, hkv, d, causal in cfg:
+        c = _sdpa(b, s, s, hq, hkv, d, causal, family="sdpa_bwd")
+        c["op"] = "sdpa_bwd"
+        c["id"] = c["id"].replace("sdpa ", "sdpa_bwd ", 1)
+        g.append(c)
+    return g
+
+
+GRIDS = {"sdpa": sdpa_grid, "decode": decode_grid, "sdpa_bwd": sdpa_bwd_grid, "gemm": gemm_grid,
+         "rows": rows_grid, "reduce": reduce_grid, "heldout": heldout_grid}
 
 
 def grid(ops, quick):
@@ -205,6 +224,9 @@ def work(c):
         flops = 4.0 * c["hq"] * c["d"] * pairs
         nbytes = e * (2 * sum(lens) * c["hq"] * c["d"] + 2 * sum(kv) * c["hkv"] * c["d"])
         return nbytes, flops
+    if c["op"] == "sdpa_bwd":  # FLOPs as 2.5 x the forward's; q, o, dout, dq and k, v, dk, dv
+        pairs = c["b"] * visible_pairs(c["sq"], c["sk"], c["causal"])
+        return e * 4 * c["d"] * (c["b"] * c["sq"] * c["hq"] + c["b"] * c["sk"] * c["hkv"]), 10.0 * c["hq"] * c["d"] * pairs
     if c["op"] == "gemm":
         m, n, k = c["m"], c["n"], c["k"]
         return e * (m * k + n * k + m * n), 2.0 * m * n * k
@@ -236,6 +258,14 @@ def operands(c, alloc):
             t["k"] = alloc((b, sk, c["hkv"], c["d"]), c["dtype"])
             t["v"] = alloc((b, sk, c["hkv"], c["d"]), c["dtype"])
             t["o"] = alloc((b, sq, c["hq"], c["d"]), c["dtype"], fill="empty")
+    elif c["op"] == "sdpa_bwd":  # o and lse: the forward's (prepare)
+        b, sq, sk = c["b"], c["sq"], c["sk"]
+        for name, s, h, fill in (("q", sq, c["hq"], "randn"), ("k", sk, c["hkv"], "randn"), ("v", sk, c["hkv"], "randn"),
+                                 ("do", sq, c["hq"], "randn"), ("o", sq, c["hq"], "empty"),
+                                 ("dq", sq, c["hq"], "empty"), ("dk", sk, c["hkv"], "empty"),
+                                 ("dv", sk, c["hkv"], "empty")):
+            t[name] = alloc((b, s, h, c["d"]), c["dtype"], fill=fill)
+        t["lse"] = alloc((b, c["hq"], sq), "f32", fill="empty")
     elif c["op"] == "gemm":
         m, n, k = c["m"], c["n"], c["k"]
         t["a"] = alloc((m, k), c["dtype"])
@@ -253,8 +283,16 @@ def operands(c, alloc):
     return t
 
 
+def prepare(opslib, c, t):
+    """What an input set needs from opslib before it is timed: the backward's o and lse."""
+    if c["op"] == "sdpa_bwd":
+        opslib.sdpa(t["q"], t["k"], t["v"], causal=c["causal"], out=t["o"], lse=t["lse"])
+
+
 def opslib_output(c, t):
-    """opslib's output in the logical shape of PyTorch's."""
+    """opslib's output in the logical shape of PyTorch's (the backward's: dq)."""
+    if c["op"] == "sdpa_bwd":
+        return t["dq"].transpose(1, 2)
     if c["op"] == "sdpa":
         return t["o"] if "lens" in c else t["o"].transpose(1, 2)
     return t["d"] if c["op"] == "gemm" else t["y"]
@@ -268,6 +306,9 @@ def opslib_call(opslib, c, t, **kw):
             return opslib.sdpa(t["q"], t["k"], t["v"], causal=c["causal"], cu_seqlens_q=t["cu"],
                                cu_seqlens_k=t["cu"], max_seqlen_q=m, max_seqlen_k=m, out=t["o"], **kw)
         return opslib.sdpa(t["q"], t["k"], t["v"], causal=c["causal"], out=t["o"], **kw)
+    if c["op"] == "sdpa_bwd":
+        return opslib.sdpa_backward(t["do"], t["q"], t["k"], t["v"], t["o"], t["lse"], causal=c["causal"],
+                                    dq=t["dq"], dk=t["dk"], dv=t["dv"], **kw)
     if c["op"] == "gemm":
         return opslib.gemm(t["a"], t["b"], out=t["d"], **kw)
     if c["op"] == "rmsnorm":
@@ -282,6 +323,23 @@ def opslib_call(opslib, c, t, **kw):
 def torch_calls(torch, c):
     """PyTorch's ways of doing the case: {backend: fn(tensors)}."""
     F = torch.nn.functional
+    if c["op"] == "sdpa_bwd":  # the forward once an input set (outside the timing), then autograd
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def backward(bk):
+            graphs = {}
+
+            def run(t):
+                if id(t) not in graphs:
+                    q, k, v = (t[n].transpose(1, 2).detach().requires_grad_(True) for n in ("q", "k", "v"))
+                    with sdpa_kernel(bk):
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=c["causal"],
+                                                           enable_gqa=c["hq"] != c["hkv"])
+                    graphs[id(t)] = (o, q, k, v)
+                o, q, k, v = graphs[id(t)]
+                return torch.autograd.grad(o, (q, k, v), t["do"].transpose(1, 2), retain_graph=True)[0]
+            return run
+        return {"flash": backward(SDPBackend.FLASH_ATTENTION), "cudnn": backward(SDPBackend.CUDNN_ATTENTION)}
     if c["op"] == "sdpa":
         from torch.nn.attention import SDPBackend, sdpa_kernel
         gqa = c["hq"] != c["hkv"]
@@ -417,6 +475,8 @@ def rel_err(got, want):
 
 def measure(torch, opslib, c, timer, gen, l2, log):
     sets = input_sets(torch, c, gen, l2)
+    for t in sets:
+        prepare(opslib, c, t)
     nbytes, flops = work(c)
     row = dict(c, bytes=nbytes, flops=flops, input_sets=len(sets), kernels={}, torch={})
     h = opslib.Handle("cuda:0")

@@ -74,7 +74,8 @@ template <typename C> struct smem_plan {
 };
 
 /* A block's walk: the query tiles of BM rows that see its keys [n0, n0 + BN), for each query
- * head of the KV head's group; step `it` of `total`, started at `first`. */
+ * head of the KV head's group: `total` steps, started at step `first`; a cursor follows it
+ * one step at a time (no division a step). */
 struct walk {
   int t0, tiles, first;
   int64_t total;
@@ -90,11 +91,20 @@ struct walk {
     total = (int64_t)tiles * group;
     first = total > 0 ? (int)((int64_t)(n0 / bn) % total) : 0;
   }
-  /* step it's query head and first row */
-  __device__ __forceinline__ void at(int64_t it, int bm, int *h, int *m0) const {
-    int64_t e = it + first;
-    if (e >= total) e -= total;
-    *h = hk * group + (int)(e / tiles), *m0 = (t0 + (int)(e % tiles)) * bm;
+};
+
+struct walk_cursor {
+  int hi, ti, tiles, group, h0, t0; /* the step's query head and tile within the walk */
+  __device__ __forceinline__ explicit walk_cursor(const walk &w)
+      : hi(w.tiles > 0 ? w.first / w.tiles : 0), ti(w.tiles > 0 ? w.first % w.tiles : 0), tiles(w.tiles),
+        group(w.group), h0(w.hk * w.group), t0(w.t0) {}
+  __device__ __forceinline__ int h() const { return h0 + hi; }
+  __device__ __forceinline__ int m0(int bm) const { return (t0 + ti) * bm; }
+  __device__ __forceinline__ void advance() {
+    if (++ti == tiles) {
+      ti = 0;
+      if (++hi == group) hi = 0;
+    }
   }
 };
 
@@ -189,11 +199,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         tma_load_4d(sm.k + c * BN * 128, &map_k, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
         tma_load_4d(sm.v + c * BN * 128, &map_v, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
       }
-      for (int64_t it = 0; it < wk.total; ++it) {
+      walk_cursor cur(wk);
+      for (int64_t it = 0; it < wk.total; ++it, cur.advance()) {
         const ring_pos<STAGES> pos{(int)it};
-        const int st = pos.stage();
-        int h, m0;
-        wk.at(it, BM, &h, &m0);
+        const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
         mbar_wait<1000000>(&sm.empty[st], pos.empty_parity());
         mbar_expect_tx(&sm.full[st], 2 * C::Q_BYTES);
 #pragma unroll
@@ -248,9 +257,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       wgmma_commit();
     };
     /* tile it's dQ (when this warpgroup took it) into the f32 accumulators */
-    const auto add_dq = [&](int64_t it, const float (&dqa)[32]) {
-      int h, m0;
-      wk.at(it, BM, &h, &m0);
+    const auto add_dq = [&](int64_t it, int h, int m0, const float (&dqa)[32]) {
       const int cb = DP == 128 ? (int)((it + cw) & 1) * 64 : 0;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -275,28 +282,27 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
      * load the LSE, warpgroup 1's the D, one row each, a tile ahead (read under the products,
      * stored before the barrier that precedes the tile) */
     const int r_own = threadIdx.x % 128;
-    const auto fetch = [&](int64_t it) {
-      int h, m0;
-      wk.at(it, BM, &h, &m0);
+    const auto fetch = [&](const walk_cursor &c) {
+      const int h = c.h(), m0 = c.m0(BM);
       return r_own >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_log2(g, s, b, h, m0 + r_own)
                                           : fa2bwd::dsum_at(bg, s, b, h, m0 + r_own);
     };
     const auto put = [&](int64_t it, float x) {
       if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = x;
     };
+    walk_cursor cur(wk), nxt(wk); /* tile it's, tile it + 1's */
     if (wk.total > 0) {
-      put(0, fetch(0));
+      put(0, fetch(cur));
       named_bar_sync(1, 256);
     }
+    nxt.advance();
 
     float sc[32], dp[32], dqa[32];
-    for (int64_t it = 0; it < wk.total; ++it) {
+    for (int64_t it = 0; it < wk.total; ++it, cur = nxt, nxt.advance()) {
       issue_s(it, sc), issue_dp(it, dp);
-      const float next = it + 1 < wk.total ? fetch(it + 1) : 0.0f;
+      const float next = it + 1 < wk.total ? fetch(nxt) : 0.0f;
       const ring_pos<STAGES> pos{(int)it};
-      const int st = pos.stage();
-      int h, m0;
-      wk.at(it, BM, &h, &m0);
+      const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
       const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM;
       const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
       const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0 + cw * 64, 64);
@@ -356,7 +362,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (lane == 0) mbar_arrive(&sm.empty[st]); /* Q and dout of this stage are read */
       if (mine) {
         fence_regs(dqa);
-        add_dq(it, dqa);
+        add_dq(it, h, m0, dqa);
       }
 
     }

@@ -232,29 +232,25 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     for (int i = 0; i < DP / 2; ++i) dk[i] = dv[i] = 0.0f;
     mbar_wait(sm.kv_full, 0);
 
-    /* tile it's S^T = K Q^T and dP^T = V dout^T, a wgmma group each (S first: its
-     * exponentials run under dP) */
-    const auto issue_s = [&](int64_t it, float(&sc)[32]) {
-      const ring_pos<STAGES> pos{(int)it};
-      const int st = pos.stage();
-      mbar_wait(&sm.full[st], pos.full_parity());
+    /* my 64 keys' rows of K or V (a) against stage st's 64 rows of Q or dout (b), one wgmma
+     * group: S^T = K Q^T, dP^T = V dout^T */
+    const auto issue_rows = [&](int st, uint64_t a, uint64_t b, float(&acc)[32]) {
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < DP / 16; ++kk) {
         const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
-        wgmma<T, BM, false>::mma(sc, desc_advance(dk_a, ka), desc_advance(dq_b, qb), kk > 0 ? 1u : 0u);
+        wgmma<T, BM, false>::mma(acc, desc_advance(a, ka), desc_advance(b, qb), kk > 0 ? 1u : 0u);
       }
       wgmma_commit();
     };
+    /* tile it's S^T once its stage has landed, then its dP^T (P's exponentials run under dP) */
+    const auto issue_s = [&](int64_t it, float(&sc)[32]) {
+      const ring_pos<STAGES> pos{(int)it};
+      mbar_wait(&sm.full[pos.stage()], pos.full_parity());
+      issue_rows(pos.stage(), dk_a, dq_b, sc);
+    };
     const auto issue_dp = [&](int64_t it, float(&dp)[32]) {
-      const int st = ring_pos<STAGES>{(int)it}.stage();
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
-        wgmma<T, BM, false>::mma(dp, desc_advance(dv_a, ka), desc_advance(ddo_b, qb), kk > 0 ? 1u : 0u);
-      }
-      wgmma_commit();
+      issue_rows(ring_pos<STAGES>{(int)it}.stage(), dv_a, ddo_b, dp);
     };
     /* tile it's dQ (when this warpgroup took it) into the f32 accumulators */
     const auto add_dq = [&](int64_t it, int h, int m0, const float (&dqa)[32]) {

@@ -20,7 +20,7 @@
 #define OPSI_SDPA_BWD_SM90_MMA_REGS 240
 
 #define OPSI_SDPA_BWD_SM90_SMEM(DP)                                                                             \
-  (1024 + (2 * OPSI_SDPA_BWD_SM90_BN + 4 * OPSI_SDPA_BWD_SM90_BM) * (DP) * 2 +                                  \
+  (1024 + (2 * OPSI_SDPA_BWD_SM90_BN + 2 * OPSI_SDPA_BWD_SM90_STAGES * OPSI_SDPA_BWD_SM90_BM) * (DP) * 2 +     \
    2 * OPSI_SDPA_BWD_SM90_BM * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * 2 * OPSI_SDPA_BWD_SM90_BM * 4 +                      \
    8 * (1 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
 

@@ -137,6 +137,8 @@ void sdpa_backward(void **state) {
   for (int i = 0; i < 40; ++i) sdpa_bwd_case(i, 0);
   sdpa_bwd_case(1, 600); /* d 128, ten query and key tiles, a partial last one */
   sdpa_bwd_case(2, 450);
+  sdpa_bwd_case(3, 1000); /* d 96, 1000 queries over 995 keys, causal, a window and a mask */
+  sdpa_bwd_case(6, 4097); /* d <= 64, causal, 4097 x 4097: 33 key tiles of 128, a partial last */
 }
 
 /* The deterministic promise of the backward rows: a causal GQA call (2 x 8 heads over 2 KV

@@ -135,6 +135,13 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom 
   }
 }
 
+/* Host side: the dsum kernel over every (row, head) item, a warp each, at most 16 blocks an SM
+ * (grid-stride). */
+template <typename T> void launch_dsum(const sdpa_bwd_geom &bg, int sm_count, cudaStream_t stream) {
+  const int64_t items = bg.rows * bg.f.heads_q, want = (items + 7) / 8, cap = (int64_t)sm_count * 16;
+  if (items > 0) sdpa_bwd_dsum_kernel<T><<<(unsigned)(want < cap ? want : cap), 256, 0, stream>>>(bg);
+}
+
 /* dK and dV of BN keys of one (batch, KV head): grid (key tiles, Hkv, batch). FULL: both head
  * dims are DP (no padding steps: the products' loops unroll whole). */
 template <typename T, int DP, bool FULL>
@@ -154,13 +161,8 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  /* the query rows that see a key of [n0, n1] */
-  const int64_t diag = (int64_t)s.sk - s.sq, n1 = min(n0 + BN, s.sk) - 1;
-  int64_t i_lo = 0, i_hi = (int64_t)s.sq - 1;
-  if (g.window_right >= 0) i_lo = max(i_lo, n0 - diag - g.window_right);
-  if (g.window_left >= 0) i_hi = min(i_hi, n1 - diag + g.window_left);
-  const int t0 = i_lo <= i_hi ? (int)(i_lo / BM) : 0;
-  const int tiles = i_lo <= i_hi ? (int)(i_hi / BM) - t0 + 1 : 0;
+  int t0, tiles;
+  sdpa_query_tiles(g, s, n0, min(n0 + BN, s.sk) - 1, BM, &t0, &tiles);
   const int64_t total = (int64_t)tiles * g.group;
   const bool aligned = bg.aligned != 0;
 
@@ -314,8 +316,7 @@ cudaError_t launch_sdpa_bwd_mma(const sdpa_bwd_geom &bg, int sm_count, cudaStrea
                                 int32_t *block, int32_t *smem_bytes) {
   using C = cfg<DP>;
   const sdpa_geom &g = bg.f;
-  const int64_t items = bg.rows * g.heads_q, want = (items + 7) / 8, cap = (int64_t)sm_count * 16;
-  if (items > 0) sdpa_bwd_dsum_kernel<T><<<(unsigned)(want < cap ? want : cap), 256, 0, stream>>>(bg);
+  launch_dsum<T>(bg, sm_count, stream);
   dim3 gk;
   const cudaError_t e = g.d == DP && g.dv == DP ? launch_passes<T, DP, true>(bg, stream, &gk)
                                                 : launch_passes<T, DP, false>(bg, stream, &gk);

@@ -81,12 +81,7 @@ struct walk {
   int64_t total;
   int hk, group;
   __device__ __forceinline__ walk(const sdpa_geom &g, const sdpa_seq &s, int n0, int bn, int bm, int hk_) {
-    const int64_t diag = (int64_t)s.sk - s.sq, n1 = min(n0 + bn, s.sk) - 1;
-    int64_t i_lo = 0, i_hi = (int64_t)s.sq - 1;
-    if (g.window_right >= 0) i_lo = max(i_lo, n0 - diag - g.window_right);
-    if (g.window_left >= 0) i_hi = min(i_hi, n1 - diag + g.window_left);
-    t0 = i_lo <= i_hi ? (int)(i_lo / bm) : 0;
-    tiles = i_lo <= i_hi ? (int)(i_hi / bm) - t0 + 1 : 0;
+    sdpa_query_tiles(g, s, n0, min(n0 + bn, s.sk) - 1, bm, &t0, &tiles);
     hk = hk_, group = g.group;
     total = (int64_t)tiles * group;
     first = total > 0 ? (int)((int64_t)(n0 / bn) % total) : 0;
@@ -405,9 +400,8 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
                                  cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
   using C = cfg<DP>;
   const sdpa_geom &g = bg.f;
+  fa2bwd::launch_dsum<T>(bg, sm_count, stream);
   const int64_t items = bg.rows * g.heads_q, cap = (int64_t)sm_count * 16;
-  const int64_t want = (items + 7) / 8;
-  if (items > 0) fa2bwd::sdpa_bwd_dsum_kernel<T><<<(unsigned)(want < cap ? want : cap), 256, 0, stream>>>(bg);
   const auto kernel = sdpa_bwd_sm90_kernel<T, DP>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;

@@ -79,6 +79,19 @@ __device__ __forceinline__ void sdpa_key_tiles(const sdpa_geom &g, const sdpa_se
   *t_end = j_hi > j_lo ? (j_hi + bn - 1) / bn : *t_begin;
 }
 
+/* The query tiles of BM rows in which some row sees a key of [n0, n1] (inclusive, within the
+ * sequence): tiles [*t0, *t0 + *tiles), none where no row does. The backward's walk over the
+ * queries of a key tile; sdpa_key_tiles is its twin the other way. */
+__device__ __forceinline__ void sdpa_query_tiles(const sdpa_geom &g, const sdpa_seq &s, int n0, int n1, int bm,
+                                                 int *t0, int *tiles) {
+  const int64_t diag = (int64_t)s.sk - s.sq;
+  int64_t i_lo = 0, i_hi = (int64_t)s.sq - 1;
+  if (g.window_right >= 0) i_lo = max(i_lo, n0 - diag - g.window_right);
+  if (g.window_left >= 0) i_hi = min(i_hi, n1 - diag + g.window_left);
+  *t0 = i_lo <= i_hi ? (int)(i_lo / bm) : 0;
+  *tiles = i_lo <= i_hi ? (int)(i_hi / bm) - *t0 + 1 : 0;
+}
+
 /* Element (b, s0, h, 0) of a view: the rows of one (batch, head) from row s0. */
 template <typename T>
 __device__ __forceinline__ const T *sdpa_head_rows(const sdpa_view &v, int b, int64_t s0, int h) {

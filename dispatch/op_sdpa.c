@@ -180,8 +180,9 @@ static opsi_sdpa_view view_of(const ops_tensor *t) {
 }
 
 /* Unit-stride rows whose base and every stride are 16-byte aligned (batch stride included:
- * varlen's is 0): the kernels' 16-byte copy paths. */
+ * varlen's is 0), or no element: the kernels' 16-byte copy paths. */
 static int rows_aligned(const ops_tensor *t) {
+  if (ops_tensor_numel(t) == 0) return 1; /* as opsi_tensor_align, which the rows' rule reads */
   const int64_t elem = (int64_t)ops_dtype_size((ops_dtype)t->dtype);
   if (t->shape[3] > 1 && t->strides[3] != 1) return 0;
   if ((uintptr_t)t->data % 16 != 0) return 0;

@@ -313,9 +313,10 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
   }
 
 /* ops_sdpa_backward's Hopper kernels (sdpa_bwd_sm90.cuh): D and the zeroed dQ accumulators,
- * one pass over key tiles of BN (a block each; five products, dQ added by f32 atomics), dQ's
- * conversion. For the cost model: the key tiles' blocks, the head dim padded to DP, Q and dout
- * read by each key tile's block and dQ's f32 partial sums written back as often. */
+ * one pass over key tiles of BN (a block each; five products, dQ added by f32 atomics: in
+ * whatever order they land, or (_det_) in turns, a fixed order), dQ's conversion. For the cost
+ * model: the key tiles' blocks, the head dim padded to DP, Q and dout read by each key tile's
+ * block and dQ's f32 partial sums written back as often. */
 static void bwd_sm90_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
   e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN);
@@ -327,17 +328,46 @@ static void bwd_sm90_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) 
 static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
   return opsi_sdpa_bwd_sm90_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_HQ], dp);
 }
+static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
+  return opsi_sdpa_bwd_sm90_det_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HQ], dp);
+}
 #define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
   static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, e); } \
-  static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }
+  static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }         \
+  static size_t bwd_sm90_det_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_det_workspace(p, D); }
 OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #undef SDPA_BWD_SM90_FNS
 
+/* How dQ is summed (DQ(BM)) and the workspace after D (DQ_WORKSPACE(DP, BM)), by list */
+#define SDPA_BWD_SM90_DQ_ANY(BM)                                                                              \
+  .deterministic = 0,                                                                                        \
+  .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " (in order, "  \
+                     "from a place of the block's own); dQ: f32 atomics across key tiles, in whatever order " \
+                     "they land"
+#define SDPA_BWD_SM90_DQ_TURNS(BM)                                                                            \
+  .deterministic = 1,                                                                                        \
+  .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " in order; "   \
+                     "dQ: f32 atomics across key tiles taking turns, from the last key tile that sees the "  \
+                     "query tile to the first (an int32 counter a query tile and head)"
+#define SDPA_BWD_SM90_WS_ANY(DP, BM) "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes"
+#define SDPA_BWD_SM90_KEEPER_ANY ""
+#define SDPA_BWD_SM90_KEEPER_TURNS "; a 2nd takes the dQ turns"
+#define SDPA_BWD_SM90_WS_TURNS(DP, BM)                                                                        \
+  "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes, then the turn counters: (tokens_q / " #BM        \
+  " + batch + 1) x heads_q x 4 bytes"
 #define SDPA_BWD_SM90_ROW(ID, NAME, D)                                                                         \
   SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM,   \
-                      OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS, NAME),
+                      OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
+                      bwd_sm90_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_##NAME, NAME, SDPA_BWD_SM90_DQ_ANY,   \
+                      SDPA_BWD_SM90_WS_ANY, SDPA_BWD_SM90_KEEPER_ANY),
+#define SDPA_BWD_SM90_DET_ROW(ID, NAME, D)                                                                     \
+  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM, \
+                      OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
+                      bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME, NAME,                 \
+                      SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS, SDPA_BWD_SM90_KEEPER_TURNS),
 #define SDPA_BWD_SM90_ROW_X(...) SDPA_BWD_SM90_ROW_(__VA_ARGS__)
-#define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, SUFFIX)                         \
+#define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, WORKSPACE, LAUNCH, SUFFIX, DQ,   \
+                           DQ_WORKSPACE, KEEPER)                                                             \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA_BACKWARD, .backend = OPS_DEVICE_CUDA, .sm_min = 90,         \
       .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),               \
@@ -348,24 +378,21 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA K / V once, Q / dout into a "     \
-                                #STAGES "-stage ring"},                                                      \
+                                #STAGES "-stage ring" KEEPER},                                               \
                 {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 keys each: wgmma S^T, dP^T, dV, dK, half of dQ; " \
                                  "red.add dQ; LSE / D"}},                                                    \
       .stages = STAGES,                                                                                      \
       .smem_layout = "K and V " #BN "x" #DP ", Q and dout " #STAGES " stages of " #BM "x" #DP " each, dS 2 x " \
                      #BM "x" #BN " (stmatrix, transposed), as boxes of 64 columns, 128-byte swizzle, "      \
-                     "1024-byte aligned; LSE and D 2 x " #BM " floats each; 5 mbarriers",          \
-      .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, .deterministic = 0,    \
-      .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " (in "    \
-                         "order, from a place of the block's own); dQ: f32 atomics across key tiles, in "   \
-                         "whatever order they land",                                                         \
+                     "1024-byte aligned; LSE and D 2 x " #BM " floats each; 9 mbarriers (2 turn, 2 added: " \
+                     "_det_'s)",                                                                         \
+      .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, DQ(BM),               \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                               \
       .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {BN, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1},   \
                  1},                                                                                         \
       .workspace_formula = "D = rowsum(dout * o): tokens_q x heads_q x 4 bytes rounded up to 256, then dQ's " \
-                           "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes",                       \
-      .workspace = bwd_sm90_workspace_##SUFFIX, .grid = bwd_sm90_grid_##SUFFIX,                              \
-      .launch = opsi_sdpa_bwd_cuda_sm90_##SUFFIX, .tests = OPSI_GPU_TESTS,                                   \
+                           DQ_WORKSPACE(DP, BM),                                                             \
+      .workspace = WORKSPACE, .grid = bwd_sm90_grid_##SUFFIX, .launch = LAUNCH, .tests = OPSI_GPU_TESTS,     \
   }
 
 /* ops_sdpa_backward: the CPU reference, the Hopper kernels, the sm_80-class kernels */
@@ -388,6 +415,7 @@ const opsi_kernel_row opsi_sdpa_backward_rows[] = {
         .launch = opsi_sdpa_bwd_cpu,
     },
     OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_ROW)
+    OPSI_SDPA_BWD_SM90_DET_KERNELS(SDPA_BWD_SM90_DET_ROW)
     OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_ROW)
 };
 const size_t opsi_sdpa_backward_row_count = sizeof opsi_sdpa_backward_rows / sizeof opsi_sdpa_backward_rows[0];

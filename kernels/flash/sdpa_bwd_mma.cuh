@@ -100,7 +100,7 @@ __device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)
 }
 
 /* D = rowsum(dout * o): a warp a (row, head) item, grid-stride; the item's dQ accumulators
- * zeroed where the call has them. */
+ * zeroed where the call has them, and the turn counters. */
 template <typename T>
 __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
@@ -132,6 +132,9 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom 
       float4 *z = reinterpret_cast<float4 *>(bg.dq_acc + it * bg.dq_cols);
       for (int c = lane; c < bg.dq_cols / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
+  }
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < bg.dq_turns; i += (int64_t)gridDim.x * blockDim.x) {
+    bg.dq_turn[i] = 0;
   }
 }
 

@@ -1,7 +1,6 @@
 /*
  * The Hopper attention backward (sm_90a): TMA + wgmma, warp-specialized, dQ summed by f32
- * atomics (not bitwise reproducible: the rows say so, and a deterministic handle gets the
- * sm_80-class kernels). Three launches:
+ * atomics, in whatever order they land or (DET) in a fixed order. Three launches:
  *
  *   dsum:   D = rowsum(dout * o) into the workspace, each (row, head)'s dQ accumulators zeroed
  *           (sdpa_bwd_mma.cuh's kernel).
@@ -24,6 +23,20 @@
  * are masked like any key past the end. Blocks start their walk over the query tiles at a
  * place of their own, so that the key tiles of a head do not all add into the same dQ rows at
  * once.
+ *
+ * DET (bitwise reproducible dQ): every block walks from its first tile, and the blocks of a
+ * (batch, KV head) take their turns at a (query tile, head)'s accumulators from the last key
+ * tile that sees it down to the first: the order in which causal walks reach it (the later
+ * key tiles start at later query tiles; without a mask they all reach it at the same step).
+ * The key tiles are numbered from the grid's end (blockIdx.x 0 is the last), so a block waits
+ * only for blocks launched before it. A turn is an int32 counter a (query tile, head) in the
+ * workspace, zeroed by the dsum launch. A keeper thread (the producer warpgroup's second warp)
+ * takes the block's turns up to two tiles ahead of the consumers: once the counter counts the
+ * key tiles after its own that see the tile, it opens the tile's turn mbarrier; the consumers
+ * wait on that, add, and arrive on the tile's added mbarrier; the keeper then makes the
+ * additions visible (fence) and counts the block in, polling both without waiting on either,
+ * so that a turn it waits for never holds back one it hands on. The consumers neither poll nor
+ * fence.
  *
  * Operands: [B, S, H, D] views with unit-stride rows, 16-byte aligned base and strides (TMA),
  * head dims up to DP (zero columns beyond, which the products carry along).
@@ -58,18 +71,18 @@ template <int DP_> struct cfg {
 
 /* Shared memory, 1024-byte aligned (the swizzle's atom): K, V (BN x DP), the ring's Q and
  * dout (BM x DP a stage), dS (2 buffers of BM x BN), each as boxes of 64 columns; LSE (log2)
- * and D (2 buffers of BM floats each); the mbarriers. */
+ * and D (2 buffers of BM floats each); the mbarriers (DET's turn and added: 2 each). */
 template <typename C> struct smem_plan {
   uint8_t *k, *v, *q, *dout, *ds;
   float *lse, *dsum;
-  uint64_t *kv_full, *full, *empty;
+  uint64_t *kv_full, *full, *empty, *turn, *added;
   __device__ __forceinline__ explicit smem_plan(uint8_t *raw) {
     k = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
     v = k + C::KV_BYTES, q = v + C::KV_BYTES, dout = q + C::STAGES * C::Q_BYTES;
     ds = dout + C::STAGES * C::Q_BYTES;
     lse = reinterpret_cast<float *>(ds + 2 * C::DS_BYTES), dsum = lse + 2 * C::BM;
     kv_full = reinterpret_cast<uint64_t *>(dsum + 2 * C::BM);
-    full = kv_full + 1, empty = full + C::STAGES;
+    full = kv_full + 1, empty = full + C::STAGES, turn = empty + C::STAGES, added = turn + 2;
   }
 };
 
@@ -80,11 +93,12 @@ struct walk {
   int t0, tiles, first;
   int64_t total;
   int hk, group;
-  __device__ __forceinline__ walk(const sdpa_geom &g, const sdpa_seq &s, int n0, int bn, int bm, int hk_) {
+  __device__ __forceinline__ walk(const sdpa_geom &g, const sdpa_seq &s, int n0, int bn, int bm, int hk_,
+                                  bool rotate) {
     sdpa_query_tiles(g, s, n0, min(n0 + bn, s.sk) - 1, bm, &t0, &tiles);
     hk = hk_, group = g.group;
     total = (int64_t)tiles * group;
-    first = total > 0 ? (int)((int64_t)(n0 / bn) % total) : 0;
+    first = total > 0 && rotate ? (int)((int64_t)(n0 / bn) % total) : 0;
   }
 };
 
@@ -103,7 +117,46 @@ struct walk_cursor {
   }
 };
 
+/* DET: how many key tiles after key tile `blk` (of BN keys) see query tile m (of BM rows),
+ * the tiles that add into m's accumulators before it. The key tiles that see m are a run
+ * (sdpa_query_tiles' first and last tiles grow with the keys): the last of them by bisection. */
+__device__ __forceinline__ int dq_turn(const sdpa_geom &g, const sdpa_seq &s, int blk, int m, int bn, int bm) {
+  int lo = blk, hi = (s.sk - 1) / bn;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    int t0, tiles;
+    sdpa_query_tiles(g, s, mid * bn, min(mid * bn + bn, s.sk) - 1, bm, &t0, &tiles);
+    if (tiles > 0 && t0 <= m) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo - blk;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* DET's turn counters: whether *p has reached n (acquire; "reached", not "equals", so that
+ * cu_seqlens whose sequences overlap, which share counters, cannot hang a block); count one
+ * (release, after a fence that makes what the consumers added, ordered before it by the
+ * added mbarrier, visible at gpu scope). */
+__device__ __forceinline__ bool turn_reached(const int *p, int n) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v >= n;
+}
+__device__ __forceinline__ void end_turn(int *p) {
+  __threadfence();
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p) : "memory");
+}
+
+/* Whether the mbarrier's phase of `parity` has completed (without waiting). */
+__device__ __forceinline__ bool mbar_done(uint64_t *bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done)
+               : "r"(sm90::smem_addr(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+
 /* Four 8x8 matrices of a warp's fragments into shared memory transposed: register i holds the
  * thread's pair of matrix i (row lane / 4, columns 2 (lane % 4) + {0, 1}), and lane l gives the
  * address of row l % 8 of matrix l / 8 as stored, which holds the matrix's column l % 8. */
@@ -154,9 +207,9 @@ __device__ __forceinline__ void store_rows(const sdpa_view &out, int b, int64_t 
 }
 #endif
 
-/* The main pass: grid (key tiles of BN, Hkv, batch). The tensor maps' axes: (d, s, h, b);
- * varlen: (d, t, h, 1) with s = the sequence's start + row. */
-template <typename T, int DP>
+/* The main pass: grid (key tiles of BN, Hkv, batch; DET: key tiles from the last). The tensor
+ * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
+template <typename T, int DP, bool DET>
 __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     sdpa_bwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -168,18 +221,29 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_geom &g = bg.f;
   extern __shared__ uint8_t smem_raw[];
   const smem_plan<C> sm(smem_raw);
-  const int b = blockIdx.z, hk = blockIdx.y, n0 = blockIdx.x * BN;
+  const int b = blockIdx.z, hk = blockIdx.y, blk = DET ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+  const int n0 = blk * BN;
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
-  const walk wk(g, s, n0, BN, BM, hk);
+  const walk wk(g, s, n0, BN, BM, hk, !DET);
   const int bmap = g.cu_q == nullptr ? b : 0; /* varlen maps: a batch axis of 1 */
+  /* DET: the turn counter of query head h's tile at row m0 (-1: none, for cu_seqlens that
+   * reach past the workspace's tiles) */
+  const auto turn_of = [&](int h, int m0) {
+    const int64_t at = ((b * bg.dsum_sb + s.q0 + m0) / BM + b) * g.heads_q + h;
+    return at < bg.dq_turns ? (int)at : -1;
+  };
 
   if (threadIdx.x == 0) {
     mbar_init(sm.kv_full, 1);
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(&sm.full[st], 1);
       mbar_init(&sm.empty[st], 8);     /* one arrival per consumer warp */
+    }
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(&sm.turn[i], 1);                 /* the keeper */
+      mbar_init(&sm.added[i], DP == 128 ? 8 : 4); /* the warps that add a tile's dQ */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -206,6 +270,31 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
                       bmap);
           tma_load_4d(sm.dout + st * C::Q_BYTES + c * BM * 128, &map_do, &sm.full[st], c * 64, (int32_t)(s.q0 + m0),
                       h, bmap);
+        }
+      }
+    } else if (DET && warp == 1 && lane == 0) {
+      /* the keeper, polling two things at once so that neither waits for the other: the
+       * turn of tile `taking` (at most two tiles ahead of the consumers' additions; its
+       * counter and the count to wait for: at, need), and the additions of tile `ending` (its
+       * counter: `pending` of the even or of the odd tiles) */
+      walk_cursor ahead(wk);
+      int pending_even = -1, pending_odd = -1, at = -2, need = 0;
+      for (int64_t taking = 0, ending = 0; ending < wk.total;) {
+        if (ending < taking && mbar_done(&sm.added[ending & 1], (uint32_t)(ending >> 1) & 1)) {
+          const int done = ending & 1 ? pending_odd : pending_even;
+          if (done >= 0) end_turn(bg.dq_turn + done);
+          ++ending;
+        } else if (taking < wk.total && taking < ending + 2) {
+          if (at == -2) {
+            at = turn_of(ahead.h(), ahead.m0(BM));
+            need = at >= 0 ? dq_turn(g, s, blk, ahead.t0 + ahead.ti, BN, BM) : 0;
+          }
+          if (at < 0 || turn_reached(bg.dq_turn + at, need)) {
+            (taking & 1 ? pending_odd : pending_even) = at;
+            mbar_arrive(&sm.turn[taking & 1]);
+            ahead.advance();
+            ++taking, at = -2;
+          }
         }
       }
     }
@@ -353,9 +442,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (lane == 0) mbar_arrive(&sm.empty[st]); /* Q and dout of this stage are read */
       if (mine) {
         fence_regs(dqa);
+        if (DET) mbar_wait(&sm.turn[it & 1], (uint32_t)(it >> 1) & 1); /* the block's turn at these rows */
         add_dq(it, h, m0, dqa);
+        if (DET) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&sm.added[it & 1]);
+        }
       }
-
     }
 
     const int rows = min(16, s.sk - (n0 + key0));
@@ -392,9 +485,10 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
   }
 }
 
-/* Host side: the three launches on one stream (bg's dsum and dq_acc point into the workspace);
+/* Host side: the three launches on one stream (bg's dsum, dq_acc and, DET, dq_turn point into
+ * the workspace);
  * `keys`: k has rows (else no main pass, and its maps are not made). */
-template <typename T, int DP>
+template <typename T, int DP, bool DET>
 cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
                                  const CUtensorMap &map_do, const sdpa_bwd_geom &bg, bool keys, int sm_count,
                                  cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
@@ -402,7 +496,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   const sdpa_geom &g = bg.f;
   fa2bwd::launch_dsum<T>(bg, sm_count, stream);
   const int64_t items = bg.rows * g.heads_q, cap = (int64_t)sm_count * 16;
-  const auto kernel = sdpa_bwd_sm90_kernel<T, DP>;
+  const auto kernel = sdpa_bwd_sm90_kernel<T, DP, DET>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
@@ -419,10 +513,11 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
 }  // namespace opsi
 
 /* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
-#define OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP)                                                                       \
-  template cudaError_t opsi::fa3bwd::launch_sdpa_bwd_sm90<T, DP>(                                                \
+#define OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, DET)                                                                  \
+  template cudaError_t opsi::fa3bwd::launch_sdpa_bwd_sm90<T, DP, DET>(                                           \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &,                        \
       const opsi::fa3bwd::sdpa_bwd_geom &, bool, int, cudaStream_t, int32_t *, int32_t *, int32_t *);
-#define OPSI_SDPA_BWD_SM90_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP)
+#define OPSI_SDPA_BWD_SM90_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, false)
+#define OPSI_SDPA_BWD_SM90_DET_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, true)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_CUH_ */

@@ -40,12 +40,17 @@ OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_PROTO)
 #undef OPSI_SDPA_BWD_MMA_PROTO
 
 /* ops_sdpa_backward, Hopper (sm_90a): TMA + wgmma, warp-specialized, one pass over key tiles
- * with dQ summed by f32 atomics (not deterministic), f16 / bf16, head dims up to DP,
- * unit-stride rows with 16-byte aligned base and strides: opsi_sdpa_bwd_cuda_sm90_d64, _d128. */
+ * with dQ summed by f32 atomics (not deterministic; _det_: in a fixed order, deterministic),
+ * f16 / bf16, head dims up to DP, unit-stride rows with 16-byte aligned base and strides:
+ * opsi_sdpa_bwd_cuda_sm90_d64, _d128, opsi_sdpa_bwd_cuda_sm90_det_d64, _d128. */
 #define OPSI_SDPA_BWD_SM90_PROTO(ID, NAME, DP) \
   ops_status opsi_sdpa_bwd_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
 OPSI_SDPA_BWD_SM90_KERNELS(OPSI_SDPA_BWD_SM90_PROTO)
 #undef OPSI_SDPA_BWD_SM90_PROTO
+#define OPSI_SDPA_BWD_SM90_DET_PROTO(ID, NAME, DP) \
+  ops_status opsi_sdpa_bwd_cuda_sm90_det_##NAME(const opsi_launch *ctx, const void *args);
+OPSI_SDPA_BWD_SM90_DET_KERNELS(OPSI_SDPA_BWD_SM90_DET_PROTO)
+#undef OPSI_SDPA_BWD_SM90_DET_PROTO
 
 #ifdef __cplusplus
 }

@@ -32,10 +32,15 @@ OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_EXTERN)
 #define OPSI_SDPA_BWD_MMA_EXTERN(ID, NAME, DP) \
   OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, __nv_bfloat16) OPSI_SDPA_BWD_MMA_EXTERN_T(ID, NAME, DP, __half)
 OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_EXTERN)
-#define OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, T) extern OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP)
-#define OPSI_SDPA_BWD_SM90_EXTERN(ID, NAME, DP) \
-  OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __nv_bfloat16) OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __half)
+#define OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, T, DET) extern OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, DET)
+#define OPSI_SDPA_BWD_SM90_EXTERN(ID, NAME, DP)                   \
+  OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __nv_bfloat16, false) \
+  OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __half, false)
 OPSI_SDPA_BWD_SM90_KERNELS(OPSI_SDPA_BWD_SM90_EXTERN)
+#define OPSI_SDPA_BWD_SM90_DET_EXTERN(ID, NAME, DP)              \
+  OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __nv_bfloat16, true) \
+  OPSI_SDPA_BWD_SM90_EXTERN_T(ID, NAME, DP, __half, true)
+OPSI_SDPA_BWD_SM90_DET_KERNELS(OPSI_SDPA_BWD_SM90_DET_EXTERN)
 
 namespace {
 
@@ -162,9 +167,9 @@ template <int DP> ops_status run_bwd_mma(const opsi_launch *ctx, const opsi_sdpa
   return opsi::launch_status(ctx, e);
 }
 
-/* The Hopper backward: D and the zeroed dQ accumulators in the workspace (its row's size),
- * then the main pass and dQ's conversion. */
-template <int DP> ops_status run_bwd_sm90(const opsi_launch *ctx, const opsi_sdpa_bwd_args *ba) {
+/* The Hopper backward: D and the zeroed dQ accumulators (DET: and turn counters) in the
+ * workspace (its row's size), then the main pass and dQ's conversion. */
+template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, const opsi_sdpa_bwd_args *ba) {
   using C = opsi::fa3bwd::cfg<DP>;
   opsi_sdpa_bwd_geom bg = ba->geom;
   const opsi_sdpa_args *a = &ba->fwd;
@@ -173,13 +178,20 @@ template <int DP> ops_status run_bwd_sm90(const opsi_launch *ctx, const opsi_sdp
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
                               "the Hopper backward got a mask or rows that are not 16-byte aligned", NULL, 0);
   }
-  if (opsi_sdpa_bwd_sm90_workspace(bg.rows, bg.f.heads_q, DP) > ctx->workspace_bytes) {
+  const size_t need = DET ? opsi_sdpa_bwd_sm90_det_workspace(bg.rows, bg.f.batch, bg.f.heads_q, DP)
+                          : opsi_sdpa_bwd_sm90_workspace(bg.rows, bg.f.heads_q, DP);
+  if (need > ctx->workspace_bytes) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the backward's workspace is smaller than its row's", NULL, 0);
   }
   bg.dsum = static_cast<float *>(ctx->workspace);
   bg.dq_acc = reinterpret_cast<float *>(static_cast<char *>(ctx->workspace) +
                                         opsi_sdpa_bwd_sm90_dq_offset(bg.rows, bg.f.heads_q));
   bg.dq_cols = DP;
+  if (DET) {
+    bg.dq_turn = reinterpret_cast<int32_t *>(static_cast<char *>(ctx->workspace) +
+                                             opsi_sdpa_bwd_sm90_workspace(bg.rows, bg.f.heads_q, DP));
+    bg.dq_turns = opsi_sdpa_bwd_sm90_turns(bg.rows, bg.f.batch, bg.f.heads_q);
+  }
   CUtensorMap mq, mk, mv, mdo;
   /* an empty operand has no map (TMA takes no extent of 0): with no key there is no main pass
    * (dq is 0, dk and dv empty); with no query row the main pass loads no query tile (dk and
@@ -196,10 +208,11 @@ template <int DP> ops_status run_bwd_sm90(const opsi_launch *ctx, const opsi_sdp
   opsi_launch_info *info = ctx->info;
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP>(mq, mk, mv, mdo, bg, keys, ctx->sm_count, stream,
-                                                                  info->grid, info->block, &info->smem_bytes)
-          : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP>(mq, mk, mv, mdo, bg, keys, ctx->sm_count, stream,
-                                                           info->grid, info->block, &info->smem_bytes);
+          ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP, DET>(mq, mk, mv, mdo, bg, keys, ctx->sm_count,
+                                                                       stream, info->grid, info->block,
+                                                                       &info->smem_bytes)
+          : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP, DET>(mq, mk, mv, mdo, bg, keys, ctx->sm_count, stream,
+                                                                info->grid, info->block, &info->smem_bytes);
   return opsi::launch_status(ctx, e);
 }
 
@@ -207,9 +220,14 @@ template <int DP> ops_status run_bwd_sm90(const opsi_launch *ctx, const opsi_sdp
 
 #define OPSI_SDPA_BWD_SM90_LAUNCHER(ID, NAME, DP)                                                   \
   extern "C" ops_status opsi_sdpa_bwd_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
-    return run_bwd_sm90<DP>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));                    \
+    return run_bwd_sm90<DP, false>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));             \
   }
 OPSI_SDPA_BWD_SM90_KERNELS(OPSI_SDPA_BWD_SM90_LAUNCHER)
+#define OPSI_SDPA_BWD_SM90_DET_LAUNCHER(ID, NAME, DP)                                                   \
+  extern "C" ops_status opsi_sdpa_bwd_cuda_sm90_det_##NAME(const opsi_launch *ctx, const void *args) { \
+    return run_bwd_sm90<DP, true>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));                   \
+  }
+OPSI_SDPA_BWD_SM90_DET_KERNELS(OPSI_SDPA_BWD_SM90_DET_LAUNCHER)
 #define OPSI_SDPA_BWD_MMA_LAUNCHER(ID, NAME, DP)                                                   \
   extern "C" ops_status opsi_sdpa_bwd_cuda_mma_##NAME(const opsi_launch *ctx, const void *args) { \
     return run_bwd_mma<DP>(ctx, static_cast<const opsi_sdpa_bwd_args *>(args));                    \

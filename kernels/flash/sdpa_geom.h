@@ -51,7 +51,8 @@ typedef struct opsi_sdpa_geom {
  * the gradients like q, k and v, and the workspace's D = rowsum(dout * o), f32, element
  * (b, s, h) at (b * dsum_sb + s) * heads_q + h (varlen: dsum_sb = 0, s the packed row); where
  * dQ is summed by atomics (the Hopper kernels), its f32 accumulators, dq_cols a (row, head)
- * in the same order (NULL otherwise). */
+ * in the same order (NULL otherwise); where the atomics take turns (the deterministic Hopper
+ * kernels), dq_turns int32 counters (NULL and 0 otherwise), zeroed with the accumulators. */
 typedef struct opsi_sdpa_bwd_geom {
   opsi_sdpa_geom f;
   opsi_sdpa_view dout, dq, dk, dv;
@@ -59,6 +60,8 @@ typedef struct opsi_sdpa_bwd_geom {
   int64_t dsum_sb;
   float *dq_acc;
   int32_t dq_cols;
+  int32_t *dq_turn;
+  int64_t dq_turns;
   int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */
   float scale;   /* the softmax scale (f.scale_log2 / log2(e)) */
   int32_t aligned; /* f.aligned, and dout, dq, dk, dv alike */

@@ -49,4 +49,10 @@
   X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D64, d64, 64)    \
   X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D128, d128, 128)
 
+/* X(ID, NAME, DP): sdpa_bwd_sm90.cuh with DET (ops_sdpa_backward), sm_90a, head dims up to DP,
+ * dQ by atomics that take turns in a fixed order */
+#define OPSI_SDPA_BWD_SM90_DET_KERNELS(X)                       \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_DET_D64, d64, 64)    \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_DET_D128, d128, 128)
+
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_KERNELS_H_ */

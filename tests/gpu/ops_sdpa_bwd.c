@@ -141,22 +141,19 @@ void sdpa_backward(void **state) {
   sdpa_bwd_case(6, 4097); /* d <= 64, causal, 4097 x 4097: 33 key tiles of 128, a partial last */
 }
 
-/* The deterministic promise of the backward rows: a causal GQA call (2 x 8 heads over 2 KV
- * heads, 300 x 333, d 128, bf16), pinned to each CUDA kernel whose row says deterministic and
- * that takes it, ten runs over poisoned gradients give bitwise the same dq, dk and dv; then the
- * same call on a deterministic handle, unpinned, runs one of those kernels. */
-void sdpa_backward_is_reproducible(void **state) {
-  (void)state;
-  if (!g_have_cuda) {
-    printf("[ SKIPPED  ] no CUDA device: bitwise reproducibility of the backward needs one\n");
-    return;
-  }
+/* One call of the deterministic promise: pinned to each CUDA kernel whose row says
+ * deterministic and that takes it, ten runs over poisoned gradients give bitwise the same dq,
+ * dk and dv; then (`explain`) the same call on a deterministic handle, unpinned, runs one of
+ * those kernels. Returns the kernels run. */
+static int reproducible_case(const char *what, int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv,
+                             int64_t d, int causal, int32_t window_left, int explain) {
   opst_tensor t[5], tdo, tg[3];
   gcall fwd;
-  sdpa_dense_call(&fwd, t, OPS_DTYPE_BF16, 2, 300, 333, 8, 2, 128, 128, 0);
-  fwd.sdpa.causal = 1;
+  sdpa_dense_call(&fwd, t, OPS_DTYPE_BF16, batch, sq, sk, hq, hkv, d, d, 0);
+  fwd.sdpa.causal = causal;
+  fwd.sdpa.window_left = window_left;
   forward_on_cpu(&fwd.sdpa, &t[0], &t[1], &t[2], &t[3], &t[4]);
-  const int64_t os[4] = {2, 300, 8, 128}, ks[4] = {2, 333, 2, 128};
+  const int64_t os[4] = {batch, sq, hq, d}, ks[4] = {batch, sk, hkv, d};
   opst_alloc(&tdo, &g_rng, OPS_DTYPE_BF16, 4, os, OPST_CONTIGUOUS);
   opst_fill_uniform(&tdo, &g_rng, -1, 1);
   opst_alloc(&tg[0], &g_rng, OPS_DTYPE_BF16, 4, os, OPST_CONTIGUOUS);
@@ -172,7 +169,8 @@ void sdpa_backward_is_reproducible(void **state) {
   }
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
-  p.causal = 1;
+  p.causal = causal;
+  p.window_left = window_left;
   int pinned = 0;
   for (int k = 0; k < ops_kernel_count(); ++k) {
     ops_kernel_info info;
@@ -187,7 +185,7 @@ void sdpa_backward_is_reproducible(void **state) {
     size_t wsb = 0;
     if (ops_sdpa_backward_workspace_size(g_gpu, &p, &dev[0], &dev[1], &dev[2], &dev[3], &dev[4], &dev[5], &dev[6],
                                          &dev[7], &dev[8], &wsb) != OPS_OK) {
-      continue; /* this kernel does not take d 128 */
+      continue; /* this kernel does not take the call (its head dim, this device) */
     }
     void *ws = NULL;
     if (wsb > 0) CUDA_OK(cudaMalloc(&ws, wsb));
@@ -195,39 +193,58 @@ void sdpa_backward_is_reproducible(void **state) {
     for (int g = 0; g < 3; ++g) first[g] = malloc(tg[g].bytes);
     for (int run = 0; run < 10; ++run) {
       for (int g = 0; g < 3; ++g) CUDA_OK(cudaMemset(mem[6 + g], run % 2 ? 0x7f : 0xff, tg[g].bytes));
+      if (ws != NULL) CUDA_OK(cudaMemset(ws, run % 2 ? 0x7f : 0xff, wsb)); /* the counters start from garbage */
       OPST_OK(ops_sdpa_backward(g_gpu, &p, &dev[0], &dev[1], &dev[2], &dev[3], &dev[4], &dev[5], &dev[6], &dev[7],
                                 &dev[8], ws, wsb));
       for (int g = 0; g < 3; ++g) {
         CUDA_OK(cudaMemcpy(run == 0 ? first[g] : again, mem[6 + g], tg[g].bytes, cudaMemcpyDeviceToHost));
         if (run > 0 && memcmp(first[g], again, tg[g].bytes) != 0) {
-          print_error("%s: run %d's %s differs from run 0's\n", info.name, run, g == 0 ? "dq" : g == 1 ? "dk" : "dv");
+          print_error("%s, %s: run %d's %s differs from run 0's\n", info.name, what, run,
+                      g == 0 ? "dq" : g == 1 ? "dk" : "dv");
           fail();
         }
       }
     }
-    printf("[ DETERM   ] %s: 10 runs of a causal GQA backward bitwise identical\n", info.name);
+    printf("[ DETERM   ] %s: 10 runs of %s bitwise identical\n", info.name, what);
     ++pinned;
     for (int g = 0; g < 3; ++g) free(first[g]);
     free(again);
     cudaFree(ws);
   }
   OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
-  assert_true(pinned > 0);
-  OPST_OK(ops_handle_set_deterministic(g_gpu, 1));
-  ops_explain ex;
-  memset(&ex, 0, sizeof ex);
-  ex.struct_size = sizeof ex;
-  OPST_OK(ops_sdpa_backward_explain(g_gpu, &p, &dev[0], &dev[1], &dev[2], &dev[3], &dev[4], &dev[5], &dev[6], &dev[7],
-                                    &dev[8], &ex));
-  OPST_OK(ops_handle_set_deterministic(g_gpu, 0));
-  assert_true(ex.chosen >= 0);
-  ops_kernel_info chosen;
-  chosen.struct_size = sizeof chosen;
-  OPST_OK(ops_kernel_info_by_name(ex.verdicts[ex.chosen].kernel_name, &chosen));
-  printf("[ DETERM   ] a deterministic handle runs %s\n", chosen.name);
-  assert_true(chosen.deterministic);
+  if (explain) {
+    OPST_OK(ops_handle_set_deterministic(g_gpu, 1));
+    ops_explain ex;
+    memset(&ex, 0, sizeof ex);
+    ex.struct_size = sizeof ex;
+    OPST_OK(ops_sdpa_backward_explain(g_gpu, &p, &dev[0], &dev[1], &dev[2], &dev[3], &dev[4], &dev[5], &dev[6],
+                                      &dev[7], &dev[8], &ex));
+    OPST_OK(ops_handle_set_deterministic(g_gpu, 0));
+    assert_true(ex.chosen >= 0);
+    ops_kernel_info chosen;
+    chosen.struct_size = sizeof chosen;
+    OPST_OK(ops_kernel_info_by_name(ex.verdicts[ex.chosen].kernel_name, &chosen));
+    printf("[ DETERM   ] a deterministic handle runs %s on %s\n", chosen.name, what);
+    assert_true(chosen.deterministic);
+  }
   for (int i = 0; i < 9; ++i) cudaFree(mem[i]);
   opst_free(&tdo);
   for (int g = 0; g < 3; ++g) opst_free(&tg[g]);
   free_call(&fwd);
+  return pinned;
+}
+
+/* The deterministic promise of the backward rows, bf16: a causal GQA call (2 x 8 heads over 2
+ * KV heads, 300 x 333, d 128); 1500 queries over 2100 keys (17 key tiles of 128 a head, each
+ * seeing every query tile: the longest line of turns), 4 heads over 1, d 64, no mask; the same
+ * with a window of 700 keys on the left (the key tiles that see a query tile, a moving run). */
+void sdpa_backward_is_reproducible(void **state) {
+  (void)state;
+  if (!g_have_cuda) {
+    printf("[ SKIPPED  ] no CUDA device: bitwise reproducibility of the backward needs one\n");
+    return;
+  }
+  assert_true(reproducible_case("a causal GQA backward", 2, 300, 333, 8, 2, 128, 1, -1, 1) > 0);
+  assert_true(reproducible_case("a 1500 x 2100 backward", 1, 1500, 2100, 4, 1, 64, 0, -1, 1) > 0);
+  assert_true(reproducible_case("a 1500 x 2100 backward, window 700", 1, 1500, 2100, 4, 1, 64, 0, 700, 0) > 0);
 }

@@ -361,20 +361,24 @@ static void unseen_rows_and_keys_get_zero(void **state) {
 /* A described Hopper, a call of a few waves (4 x 16 heads x 1024): head dims up to 128 go to
  * the Hopper kernel of their padded head dim, whose workspace holds D (query rows x heads f32,
  * rounded up to 256 bytes) and dQ's f32 accumulators (query rows x heads x the padded head
- * dim); a deterministic handle gets the sm_80-class kernel instead (its workspace: D alone),
- * as does a described sm_80. d 256 has no CUDA kernel yet: it is refused with
+ * dim); a deterministic handle gets the Hopper kernel whose atomics take turns (the same, then
+ * a counter for each query tile of 64 rows and head, the tiles numbered with room for one
+ * more a sequence); a described sm_80 the sm_80-class kernel (its workspace: D
+ * alone). d 256 has no CUDA kernel yet: it is refused with
  * OPS_ERR_UNSUPPORTED, and explain names the CPU reference as refused for the backend. */
 static void gpu_handles_take_head_dims_up_to_128(void **state) {
   (void)state;
   static const int64_t kDim[3] = {64, 128, 256};
   static const char *const kHopper[3] = {"cuda_sdpa_backward_sm90_d64", "cuda_sdpa_backward_sm90_d128", NULL};
+  static const char *const kTurns[3] = {"cuda_sdpa_backward_sm90_det_d64", "cuda_sdpa_backward_sm90_det_d128",
+                                        NULL};
   static const char *const kMma[3] = {"cuda_sdpa_backward_mma_d64", "cuda_sdpa_backward_mma_d128", NULL};
   for (int hw = 0; hw < 3; ++hw) { /* Hopper, Hopper deterministic, sm_80 */
     ops_handle v = opst_virtual_handle(hw == 2 ? 80 : 90);
     if (hw == 1) OPST_OK(ops_handle_set_deterministic(v, 1));
     for (int i = 0; i < 3; ++i) {
       const int64_t qs[4] = {4, 1024, 16, kDim[i]}, ks[4] = {4, 1024, 4, kDim[i]}, ls[3] = {4, 16, 1024};
-      const char *want = hw == 0 ? kHopper[i] : kMma[i];
+      const char *want = hw == 0 ? kHopper[i] : hw == 1 ? kTurns[i] : kMma[i];
       ops_tensor q, k, l;
       OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
       OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
@@ -393,7 +397,8 @@ static void gpu_handles_take_head_dims_up_to_128(void **state) {
       if (want != NULL) {
         OPST_OK(st);
         const size_t d_bytes = 4 * 1024 * 16 * 4;
-        assert_int_equal(ws, hw == 0 ? d_bytes + (size_t)4 * 1024 * 16 * kDim[i] * 4 : d_bytes);
+        const size_t acc_bytes = (size_t)4 * 1024 * 16 * kDim[i] * 4, turn_bytes = (4096 / 64 + 4 + 1) * 16 * 4;
+        assert_int_equal(ws, hw == 0 ? d_bytes + acc_bytes : hw == 1 ? d_bytes + acc_bytes + turn_bytes : d_bytes);
         assert_true(e.chosen >= 0);
         assert_string_equal(e.verdicts[e.chosen].kernel_name, want);
       } else {

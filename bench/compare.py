@@ -292,12 +292,20 @@ def sdpa_cases(torch, opslib, compile_on, quick):
 
 def sdpa_bwd_cases(torch, opslib, compile_on, quick):
     """The attention backward on the forward rows' shapes: dq, dk, dv from dout, with the
-    forward's o and LSE made once a set (outside the timing) by each implementation itself.
+    forward's o and LSE made once a set (outside the timing) by each implementation itself;
+    each shape twice, the second (" det") on a handle that asks for deterministic kernels.
     FLOPs: 2.5 x the forward's (five products for its two)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
     configs = SDPA_CONFIGS[2:3] if quick else SDPA_CONFIGS
     cases = []
+    det = []
+
+    def det_handle():
+        if not det:
+            det.append(opslib.Handle("cuda"))
+            det[0].set_deterministic()
+        return det[0]
 
     def bshd(t):
         return t.transpose(1, 2)
@@ -319,20 +327,23 @@ def sdpa_bwd_cases(torch, opslib, compile_on, quick):
                 return torch.autograd.grad(o, qkv, st["do"], retain_graph=True)
             return run
 
-        def run_ops(st, causal=causal):
+        def run_ops(st, causal=causal, handle=None):
             if "ops_fwd" not in st:
                 st["ops_fwd"] = opslib.sdpa(bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), causal=causal,
                                             return_lse=True)
             o, lse = st["ops_fwd"]
             opslib.sdpa_backward(bshd(st["do"]), bshd(st["q"]), bshd(st["k"]), bshd(st["v"]), o, lse, causal=causal,
-                                 dq=bshd(st["dq"]), dk=bshd(st["dk"]), dv=bshd(st["dv"]))
+                                 dq=bshd(st["dq"]), dk=bshd(st["dk"]), dv=bshd(st["dv"]),
+                                 **({"handle": handle} if handle is not None else {}))
             return st["dq"]
 
         flops = 2.5 * 4 * b * h * s * s * d * (0.5 if causal else 1.0)
         nb = 2 * 8 * b * h * s * d
-        cases.append(Case("sdpa_bwd", "sdpa_backward", name, "bf16", nb, flops, mk, run_ops,
-                          {"flash": backend(SDPBackend.FLASH_ATTENTION), "cudnn": backend(SDPBackend.CUDNN_ATTENTION)},
-                          tol=2e-2))
+        torch_fns = {"flash": backend(SDPBackend.FLASH_ATTENTION), "cudnn": backend(SDPBackend.CUDNN_ATTENTION)}
+        cases.append(Case("sdpa_bwd", "sdpa_backward", name, "bf16", nb, flops, mk, run_ops, torch_fns, tol=2e-2))
+        # the handle's determinism flag: bitwise reproducible gradients (PyTorch's rows: its defaults)
+        cases.append(Case("sdpa_bwd", "sdpa_backward", name + " det", "bf16", nb, flops, mk,
+                          lambda st, run_ops=run_ops: run_ops(st, handle=det_handle()), torch_fns, tol=2e-2))
     return cases
 
 

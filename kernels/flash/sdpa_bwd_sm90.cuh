@@ -28,9 +28,11 @@
  * (batch, KV head) take their turns at a (query tile, head)'s accumulators from the last key
  * tile that sees it down to the first: the order in which causal walks reach it (the later
  * key tiles start at later query tiles; without a mask they all reach it at the same step).
- * The key tiles are numbered from the grid's end (blockIdx.x 0 is the last), so a block waits
- * only for blocks launched before it. A turn is an int32 counter a (query tile, head) in the
- * workspace, zeroed by the dsum launch. A keeper thread (the producer warpgroup's second warp)
+ * Blocks launch in chunks of turn_chunk (batch, KV head) groups (as many as a wave holds),
+ * within a chunk the groups' last key tiles first, then the tiles before them, and so on: a
+ * block waits only for blocks launched before it, and a group's blocks start at the pace its
+ * line of turns moves rather than all at once. A turn is an int32 counter a (query tile, head)
+ * in the workspace, zeroed by the dsum launch. A keeper thread (the producer warpgroup's second warp)
  * takes the block's turns up to two tiles ahead of the consumers: once the counter counts the
  * key tiles after its own that see the tile, it opens the tile's turn mbarrier; the consumers
  * wait on that, add, and arrive on the tile's added mbarrier; the keeper then makes the
@@ -207,7 +209,7 @@ __device__ __forceinline__ void store_rows(const sdpa_view &out, int b, int64_t 
 }
 #endif
 
-/* The main pass: grid (key tiles of BN, Hkv, batch; DET: key tiles from the last). The tensor
+/* The main pass: grid (key tiles of BN, Hkv, batch; DET: launched in another order). The tensor
  * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
 template <typename T, int DP, bool DET>
 __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
@@ -221,7 +223,16 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_geom &g = bg.f;
   extern __shared__ uint8_t smem_raw[];
   const smem_plan<C> sm(smem_raw);
-  const int b = blockIdx.z, hk = blockIdx.y, blk = DET ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+  int b = blockIdx.z, hk = blockIdx.y, blk = blockIdx.x;
+  if (DET) { /* the launch order: see turn_chunk */
+    const int nk = gridDim.x;
+    const int64_t groups = (int64_t)gridDim.y * gridDim.z, per = (int64_t)bg.turn_chunk * nk;
+    const int64_t lin = blockIdx.x + (int64_t)nk * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
+    const int64_t chunk = lin / per, in = lin % per;
+    const int cc = (int)min((int64_t)bg.turn_chunk, groups - chunk * bg.turn_chunk);
+    const int64_t gi = chunk * bg.turn_chunk + in % cc;
+    blk = nk - 1 - (int)(in / cc), hk = (int)(gi % gridDim.y), b = (int)(gi / gridDim.y);
+  }
   const int n0 = blk * BN;
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
@@ -500,7 +511,9 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
-  if (keys && gk.x > 0) kernel<<<gk, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, map_do, bg);
+  sdpa_bwd_geom kg = bg;
+  kg.turn_chunk = gk.x > 0 && (unsigned)sm_count > gk.x ? (int32_t)((unsigned)sm_count / gk.x) : 1;
+  if (keys && gk.x > 0) kernel<<<gk, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, map_do, kg);
   const int64_t pairs = items * ((g.d + 1) / 2), wantc = (pairs + 255) / 256;
   if (pairs > 0) sdpa_bwd_dq_convert_kernel<T><<<(unsigned)(wantc < cap ? wantc : cap), 256, 0, stream>>>(bg);
   grid[0] = (int32_t)gk.x, grid[1] = (int32_t)gk.y, grid[2] = (int32_t)gk.z;

@@ -62,6 +62,7 @@ typedef struct opsi_sdpa_bwd_geom {
   int32_t dq_cols;
   int32_t *dq_turn;
   int64_t dq_turns;
+  int32_t turn_chunk; /* the deterministic Hopper kernels' launch order: groups a chunk */
   int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */
   float scale;   /* the softmax scale (f.scale_log2 / log2(e)) */
   int32_t aligned; /* f.aligned, and dout, dq, dk, dv alike */

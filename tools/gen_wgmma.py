@@ -43,7 +43,7 @@ def main():
     out.append(" * K-major; B is K-major, or N-major when B_MN_MAJOR. sm_90a only.")
     out.append(" * wgmma_rs<T, N>::mma(d, a, desc_b, accumulate): the same with A from registers (the")
     out.append(" * thread's 4 x 32 bits of the m64k16 fragment, as mma.sync's m16n8k16 A fragment a warp)")
-    out.append(" * and B N-major in shared memory.")
+    out.append(" * and B N-major in shared memory; wgmma_rs_k<T, N> the same with B K-major.")
     out.append(" */")
     out.append("#ifndef OPSLIB_KERNELS_COMMON_WGMMA_OPS_CUH_")
     out.append("#define OPSLIB_KERNELS_COMMON_WGMMA_OPS_CUH_")
@@ -56,6 +56,7 @@ def main():
     out.append("")
     out.append("template <typename T, int N, bool B_MN_MAJOR> struct wgmma;")
     out.append("template <typename T, int N> struct wgmma_rs;")
+    out.append("template <typename T, int N> struct wgmma_rs_k;")
     for ctype, ptx in DTYPES:
         for n in SHAPES:
             for tb in (0, 1):
@@ -71,14 +72,15 @@ def main():
                 out.append("#endif")
                 out.append("  }")
                 out.append("};")
-    for ctype, ptx in DTYPES:
+    for name, tb in (("wgmma_rs", 1), ("wgmma_rs_k", 0)):
+      for ctype, ptx in DTYPES:
         for n in SHAPES:
             out.append("")
-            out.append(f"template <> struct wgmma_rs<{ctype}, {n}> {{")
+            out.append(f"template <> struct {name}<{ctype}, {n}> {{")
             out.append(f"  static __device__ __forceinline__ void mma(float (&d)[{n // 2}], const uint32_t (&a)[4], "
                        f"uint64_t desc_b, uint32_t accumulate) {{")
             out.append("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-            out.append(call(n, ptx, 1, a_regs=True))
+            out.append(call(n, ptx, tb, a_regs=True))
             out.append("#else")
             out.append("    (void)d, (void)a, (void)desc_b, (void)accumulate;")
             out.append("    __trap();")

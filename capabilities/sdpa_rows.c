@@ -192,16 +192,25 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
 #define SDPA_SPLIT_MEM_EFF_16 0.85f
 #define SDPA_SPLIT_MEM_EFF_64 0.5f
 #define SDPA_SPLIT_ROLE_16 "the block's 16 packed rows over a quarter of each key tile; cp.async ring; merge"
-#define SDPA_SPLIT_ROLE_64 "16 packed rows each over every key; mma.sync, online softmax; cp.async ring"
-/* where Q's rows live (OPSI_SDPA_SPLIT_HOIST_Q) */
-#define SDPA_SPLIT_Q_AT_64 "in the last stage's K half until its fragments are in registers"
-#define SDPA_SPLIT_Q_AT_128 SDPA_SPLIT_Q_AT_64
-#define SDPA_SPLIT_Q_AT_256 "after the ring"
+#define SDPA_SPLIT_ROLE_64 "16 packed rows each over every key (mma.sync; _d128 on sm_90a: wgmma); online " \
+                           "softmax; cp.async ring"
+/* how the tiles are laid out (OPSI_SDPA_SPLIT_WGMMA) */
+#define SDPA_SPLIT_LAYOUT_MMA "16-byte chunks XOR-swizzled by row % 8"
+#define SDPA_SPLIT_LAYOUT_WG                                                                            \
+  "on sm_90a wgmma's 128-byte swizzle atoms (64 columns, 16-byte chunks XOR row % 8, the atoms of a " \
+  "tile rows x 128 bytes apart), else 16-byte chunks XOR-swizzled by row % 8"
+#define SDPA_SPLIT_LAYOUT_64_16 SDPA_SPLIT_LAYOUT_MMA
+#define SDPA_SPLIT_LAYOUT_64_64 SDPA_SPLIT_LAYOUT_MMA
+#define SDPA_SPLIT_LAYOUT_128_16 SDPA_SPLIT_LAYOUT_MMA
+#define SDPA_SPLIT_LAYOUT_128_64 SDPA_SPLIT_LAYOUT_WG
+#define SDPA_SPLIT_LAYOUT_256_16 SDPA_SPLIT_LAYOUT_MMA
+#define SDPA_SPLIT_LAYOUT_256_64 SDPA_SPLIT_LAYOUT_MMA
 #define SDPA_SPLIT_ROW(ID, NAME, D, BM)                                                                      \
-  SDPA_SPLIT_ROW_X(ID, "cuda_sdpa_split_" #NAME, D, BM, OPSI_SDPA_SPLIT_BN, OPSI_SDPA_SPLIT_D##D##_STAGES,     \
-                   OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, OPSI_SDPA_SPLIT_D##D##_SM_MIN, SDPA_SPLIT_ROLE_##BM, NAME),
+  SDPA_SPLIT_ROW_X(ID, "cuda_sdpa_split_" #NAME, D, BM, OPSI_SDPA_SPLIT_BN, OPSI_SDPA_SPLIT_D##D##_M##BM##_STAGES,  \
+                   OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, OPSI_SDPA_SPLIT_D##D##_SM_MIN, SDPA_SPLIT_ROLE_##BM, NAME, \
+                   SDPA_SPLIT_LAYOUT_##D##_##BM),
 #define SDPA_SPLIT_ROW_X(...) SDPA_SPLIT_ROW_(__VA_ARGS__)
-#define SDPA_SPLIT_ROW_(ID, NAME, DP, BM, BN, STAGES, PER_SM, SM_MIN, ROLE, SUFFIX)                                      \
+#define SDPA_SPLIT_ROW_(ID, NAME, DP, BM, BN, STAGES, PER_SM, SM_MIN, ROLE, SUFFIX, LAYOUT)                   \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = SM_MIN, .sm_max = 90, \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -214,8 +223,8 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"mma warps", 4, ROLE}},                                                                     \
       .stages = STAGES,                                                                                      \
-      .smem_layout = "K and V " #STAGES " stages of " #BN "x" #DP " each, 16-byte chunks XOR-swizzled by "    \
-                     "row % 8; Q " #BM " packed rows x " #DP " " SDPA_SPLIT_Q_AT_##DP "; the paged rows' K and "\
+      .smem_layout = "K and V " #STAGES " stages of " #BN "x" #DP " each (every stage in flight from the "  \
+                     "start), then Q " #BM " packed rows x " #DP ", " LAYOUT "; the paged rows' K and "    \
                      "V offsets of the next two tiles 2 x 2 x " #BN " int64; the merge's f32 rows of " #DP    \
                      " + 8 over the ring (merged in a cluster: the part's normalized rows, LSE in column " \
                      #DP ", which the cluster's blocks read); "                                              \

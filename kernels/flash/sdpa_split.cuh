@@ -8,15 +8,17 @@
  * see is cut into `splits` parts of whole key tiles (grid x: row tile + row tiles * part);
  * each block streams its part's tiles through a STAGES-deep cp.async ring:
  *
- *   copy Q (packed rows) and the first STAGES - 1 tiles (K and V rows by the block table
- *   when paged; rows past the sequence, or of a page id outside the pool, zero-filled)
- *   tile t:  wait for tile t; barrier; (first tile, Q in registers: take Q's fragments from
- *            the ring's last stage; barrier) copy tile t + STAGES - 1 into the freed stage
+ *   copy Q (packed rows) and the first STAGES tiles (K and V rows by the block table when
+ *   paged; rows past the sequence, or of a page id outside the pool, zero-filled)
+ *   tile t:  wait for tile t; barrier; (first tile, Q in registers: take Q's fragments)
+ *            after the first tile, copy tile t + STAGES - 1 into the stage the barrier freed
  *            (paged: by the rows' offsets formed a trip ahead in shared memory; read the
  *            table for tile t + STAGES now, so that no copy waits on a table lookup)
- *            S = Q K^T over this warp's keys (mma.sync m16n8k16, ldmatrix); to the log2
+ *            S = Q K^T over this warp's keys (mma.sync m16n8k16, ldmatrix; on sm_90a
+ *            _d128_m64: the warpgroup's wgmma m64n64k16, Q from registers); to the log2
  *            domain, -inf outside each row's visible keys (tiles inside every row's
- *            range skip the test); online softmax; O += P V (ldmatrix.trans)
+ *            range skip the test); online softmax; O += P V (ldmatrix.trans; on sm_90a
+ *            _d128_m64: wgmma with P from registers and V N-major in shared memory)
  *   merge:   each warp's row max, sum and f32 O into shared memory (the ring's space); the
  *            key warps of a row folded in warp order (no atomics: bitwise reproducible);
  *            one part: O / sum and LSE into the outputs; several: the part's normalized O
@@ -27,7 +29,8 @@
  *            them (a second barrier keeps each block's rows until all have read them).
  *
  * BM 16 (_m16): the 4 warps split each 64-key tile, 16 keys a warp, over the same 16 rows.
- * BM 64 (_m64): a warp 16 rows over all 64 keys. Operands: 16-bit, unit-stride rows with
+ * BM 64 (_m64): a warp 16 rows over all 64 keys (_d128_m64 on sm_90a: one warpgroup's wgmma,
+ * whose accumulators hold the same rows a warp, in the same layout). Operands: 16-bit, unit-stride rows with
  * 16-byte aligned bases and strides (the rows' alignment), head dims up to DP.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
@@ -35,6 +38,7 @@
 
 #include "kernels/common/mma_sync.cuh"
 #include "kernels/common/sm90_async.cuh"
+#include "kernels/common/wgmma_ops.cuh"
 #include "kernels/flash/sdpa_gpu.cuh"
 #include "kernels/flash/sdpa_mma.cuh"
 #include "kernels/flash/sdpa_split_shape.h"
@@ -44,9 +48,10 @@ namespace split {
 
 /* The shape a (head dim, packed rows) runs: sdpa_split_shape.h (the rows state the same). */
 template <int DP, int BM> struct depth;
-#define OPSI_SDPA_SPLIT_DEPTH(D, M)                                                                           \
-  template <> struct depth<D, M> {                                                                            \
-    static constexpr int STAGES = OPSI_SDPA_SPLIT_D##D##_STAGES, PER_SM = OPSI_SDPA_SPLIT_D##D##_M##M##_PER_SM; \
+#define OPSI_SDPA_SPLIT_DEPTH(D, M)                                        \
+  template <> struct depth<D, M> {                                         \
+    static constexpr int STAGES = OPSI_SDPA_SPLIT_D##D##_M##M##_STAGES;    \
+    static constexpr int PER_SM = OPSI_SDPA_SPLIT_D##D##_M##M##_PER_SM;    \
   };
 OPSI_SDPA_SPLIT_DEPTH(64, 16)
 OPSI_SDPA_SPLIT_DEPTH(64, 64)
@@ -64,14 +69,33 @@ template <typename T, int DP, int BM_> struct cfg {
   static constexpr int STAGES = depth<DP, BM>::STAGES, PER_SM = depth<DP, BM>::PER_SM;
   static constexpr int SMEM_BYTES = OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES);
   static constexpr int PITCH = DP + 8; /* floats a row of the merge buffer: rows 8 banks apart */
-  static constexpr bool HOIST_Q = OPSI_SDPA_SPLIT_HOIST_Q(DP); /* Q in registers, its rows in the last stage */
+  static constexpr bool HOIST_Q = OPSI_SDPA_SPLIT_HOIST_Q(DP);          /* Q's fragments in registers */
+  static constexpr bool Q_IN_RING = OPSI_SDPA_SPLIT_Q_IN_RING(DP, BM_); /* Q's rows in the last stage */
+  static constexpr int AHEAD = Q_IN_RING ? STAGES - 1 : STAGES;          /* tiles in flight at the start */
+  static constexpr bool WG_ROWS = OPSI_SDPA_SPLIT_WGMMA(DP, BM_);       /* sm_90a: one warpgroup's wgmma */
+  static_assert(!Q_IN_RING || BM <= BN, "Q's rows fit in a stage's K half");
+  static_assert(!WG_ROWS || HOIST_Q, "wgmma takes Q's fragments from registers");
   static_assert(RW * KW == WARPS && NW % 16 == 0, "whole warps of 16 rows and 16 keys");
-  static_assert(!HOIST_Q || BM <= BN, "Q's rows fit in a stage's K half");
+  static_assert(!WG_ROWS || (WARPS == 4 && BM == 64 && BN == 64), "one warpgroup, m64n64 scores");
   static_assert(BN <= THREADS, "a thread reads a key row's page id");
   static_assert(KW * BM * PITCH * 4 <= STAGES * 2 * BN * DP * 2, "the merge buffer fits in the ring");
   static_assert(KW * BM <= 64, "row statistics of 64 rows");
   static_assert(sizeof(T) == 2, "16-bit operands");
 };
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define OPSI_SDPA_SPLIT_ON_SM90A 1
+#else
+#define OPSI_SDPA_SPLIT_ON_SM90A 0
+#endif
+
+/* Element offset of (r, c) in a shared tile of `rows` rows of DP 16-bit columns: for wgmma
+ * (WG), 128-byte swizzle atoms of 64 columns, rows x 64 elements apart; else the mma.sync
+ * kernels' chunks XOR-swizzled by r % 8. */
+template <int DP, bool WG> __device__ __forceinline__ int tile_at(int r, int c, int rows) {
+  if constexpr (WG) return (c >> 6) * rows * 64 + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
+  else return fa2::swz<DP>(r, c);
+}
 
 /* The pool page that holds key row j of sequence b (paged calls), or -1 for a page id outside
  * the pool. */
@@ -126,7 +150,7 @@ __device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, const sdpa_s
 /* K and V rows [j0, j0 + BN) into one ring stage (swizzled 16-byte chunks); rows at or past
  * j_end zero-filled. Paged calls take the rows' offsets from `rows` (paged_rows), or read the
  * table here when `rows` is null. */
-template <typename T, int DP, int BN, int THREADS>
+template <typename T, int DP, int BN, int THREADS, bool WG>
 __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0,
                                         int j_end, const int64_t *rows) {
   constexpr int PER_ROW = DP / 8, ROWS_PASS = THREADS / PER_ROW, PASSES = BN / ROWS_PASS;
@@ -139,8 +163,8 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
     const int r = threadIdx.x / PER_ROW + e * ROWS_PASS, j = j0 + r;
     int64_t ko = 0, vo = 0;
     const bool ok = j < j_end && key_rows<BN>(g, b, s, hk, j, r, rows, &ko, &vo);
-    cp_async16(kb + fa2::swz<DP>(r, c), ok && kbytes > 0 ? kp + ko + c : kp, ok ? kbytes : 0);
-    cp_async16(vb + fa2::swz<DP>(r, c), ok && vbytes > 0 ? vp + vo + c : vp, ok ? vbytes : 0);
+    cp_async16(kb + tile_at<DP, WG>(r, c, BN), ok && kbytes > 0 ? kp + ko + c : kp, ok ? kbytes : 0);
+    cp_async16(vb + tile_at<DP, WG>(r, c, BN), ok && vbytes > 0 ? vp + vo + c : vp, ok ? vbytes : 0);
   }
 }
 
@@ -187,17 +211,61 @@ __device__ __forceinline__ void cluster_merge(const sdpa_geom &g, const sdpa_seq
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* S = Q K^T of the block's 64 rows over a 64-key tile by the warpgroup (wgmma m64n64k16, Q's
+ * fragments from registers, K K-major in shared memory): the accumulators are the m16n8 layout
+ * of each warp's rows. */
+template <typename T, int DP, int BN>
+__device__ __forceinline__ void wg_qk(float (&sc)[BN / 8][4], const uint32_t (&qf)[DP / 16][4], const T *kb) {
+  using namespace opsi::sm90;
+  float(&acc)[BN / 2] = reinterpret_cast<float(&)[BN / 2]>(sc);
+  const uint64_t dk = smem_desc(smem_addr(kb), 16, 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk) {
+    wgmma_rs_k<T, BN>::mma(acc, qf[kk], desc_advance(dk, (kk / 4) * BN * 128 + (kk % 4) * 32), kk > 0 ? 1u : 0u);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+}
+
+/* O += P V: P (the probabilities in sc, rounded to 16 bits) as the A operand from registers,
+ * V N-major in shared memory (its DP / 64 atoms BN x 128 bytes apart). */
+template <typename T, int DP, int BN>
+__device__ __forceinline__ void wg_pv(float (&o)[DP / 8][4], const float (&sc)[BN / 8][4], const T *vb) {
+  using namespace opsi::sm90;
+  float(&acc)[DP / 2] = reinterpret_cast<float(&)[DP / 2]>(o);
+  uint32_t pa[BN / 16][4];
+#pragma unroll
+  for (int kt = 0; kt < BN / 16; ++kt) {
+    pa[kt][0] = pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pa[kt][1] = pack2<T>(sc[2 * kt][2], sc[2 * kt][3]);
+    pa[kt][2] = pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
+    pa[kt][3] = pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+  }
+  const uint64_t dv = smem_desc(smem_addr(vb), BN * 128, 1024);
+  fence_regs(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kt = 0; kt < BN / 16; ++kt) wgmma_rs<T, DP>::mma(acc, pa[kt], desc_advance(dv, kt * 16 * 128), 1u);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+}
+#endif
+
 template <typename T, int DP, int BM>
 __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_SM)
     sdpa_split_kernel(const sdpa_geom g, int32_t splits, int32_t row_tiles, int32_t clustered, float *ws_lse,
                       float *ws_o, int64_t tokens_q) {
   using C = cfg<T, DP, BM>;
   constexpr int BN = C::BN, NW = C::NW, STAGES = C::STAGES, THREADS = C::THREADS;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr bool WG = C::WG_ROWS && OPSI_SDPA_SPLIT_ON_SM90A; /* wgmma's swizzle atoms: 1024-byte aligned */
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
   T *ring = reinterpret_cast<T *>(smem_raw); /* STAGES x (K, V) x BN x DP */
-  T *sq = C::HOIST_Q ? ring + (STAGES - 1) * 2 * BN * DP : ring + STAGES * 2 * BN * DP;
+  T *sq = C::Q_IN_RING ? ring + (STAGES - 1) * 2 * BN * DP : ring + STAGES * 2 * BN * DP;
   /* the paged rows' offsets of the next two tiles (2 x K and V x BN), then the row statistics */
-  int64_t *kv_rows = reinterpret_cast<int64_t *>(ring + STAGES * 2 * BN * DP + (C::HOIST_Q ? 0 : BM * DP));
+  int64_t *kv_rows = reinterpret_cast<int64_t *>(ring + STAGES * 2 * BN * DP + (C::Q_IN_RING ? 0 : BM * DP));
   float *st_m = reinterpret_cast<float *>(kv_rows + 2 * 2 * BN), *st_l = st_m + 64;
 
   /* a cluster's blocks are one row tile's parts, neighbours in x; else the parts are row_tiles apart */
@@ -240,15 +308,18 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
                  ok ? bytes : 0);
     }
   }
+  constexpr int AHEAD = C::AHEAD;
 #pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
+  for (int st = 0; st < AHEAD; ++st) {
     T *kb = ring + st * 2 * BN * DP;
-    if (ta + st < tb) load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk, nullptr);
+    if (ta + st < tb) {
+      load_kv<T, DP, BN, THREADS, WG>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk, nullptr);
+    }
     cp_commit();
   }
   paged_rows next; /* the next tile to copy, a trip ahead (paged calls) */
-  next.read(g, b, (ta + STAGES - 1) * BN, ta + STAGES - 1 < tb ? s.sk : 0, BN);
-  next.put(g, (ta + STAGES - 1) * BN, kv_rows + ((ta + STAGES - 1) % 2) * 2 * BN, BN);
+  next.read(g, b, (ta + AHEAD) * BN, ta + AHEAD < tb ? s.sk : 0, BN);
+  if (C::Q_IN_RING) next.put(g, (ta + AHEAD) * BN, kv_rows + ((ta + AHEAD) % 2) * 2 * BN, BN);
 
   const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
   const bool full = kd == DP / 16 && kdv == DP / 16;     /* head dims that fill the kernel's */
@@ -259,22 +330,26 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
   uint32_t qf[C::HOIST_Q ? DP / 16 : 1][4];
 
   for (int t = ta; t < tb; ++t) {
-    cp_wait<STAGES - 2>();
+    if (t == ta) cp_wait<AHEAD - 1>(); /* tile t landed (and Q, with the first) */
+    else cp_wait<STAGES - 2>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) sm90::fence_proxy_async(); /* the copies' rows, for wgmma's reads */
+#endif
     __syncthreads();
     if constexpr (C::HOIST_Q) {
-      if (t == ta) { /* Q's rows are in the last stage, which the copy below fills */
+      if (t == ta) {
 #pragma unroll
         for (int kk = 0; kk < DP / 16; ++kk) {
           ldmatrix_x4(qf[kk], &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
         }
-        __syncthreads();
+        if (C::Q_IN_RING) __syncthreads(); /* the copy below fills the stage Q's rows sit in */
       }
     }
-    {
+    if (C::Q_IN_RING || t > ta) { /* into the stage the barrier freed (none first, where all were filled) */
       const int nt = t + STAGES - 1;
       T *kb = ring + ((nt - ta) % STAGES) * 2 * BN * DP;
       if (nt < tb) {
-        load_kv<T, DP, BN, THREADS>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk, kv_rows + (nt % 2) * 2 * BN);
+        load_kv<T, DP, BN, THREADS, WG>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk, kv_rows + (nt % 2) * 2 * BN);
       }
       cp_commit();
       next.read(g, b, (nt + 1) * BN, nt + 1 < tb ? s.sk : 0, BN);
@@ -289,8 +364,13 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
       }
     };
     float sc[NW / 8][4];
-    if (full) fa2::warp_qk<T, DP, NW, true>(sc, q_frag, kb, kw * NW, kd, lane);
-    else fa2::warp_qk<T, DP, NW>(sc, q_frag, kb, kw * NW, kd, lane);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) wg_qk<T, DP, BN>(sc, qf, kb);
+#endif
+    if constexpr (!WG) {
+      if (full) fa2::warp_qk<T, DP, NW, true>(sc, q_frag, kb, kw * NW, kd, lane);
+      else fa2::warp_qk<T, DP, NW>(sc, q_frag, kb, kw * NW, kd, lane);
+    }
 
     /* scores -> log2 domain (masked unless the tile is inside every row's keys) -> P */
     const bool inside = t * BN >= in_lo && t * BN + BN <= in_hi;
@@ -307,8 +387,13 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) o[n][0] *= rs[0], o[n][1] *= rs[0], o[n][2] *= rs[1], o[n][3] *= rs[1];
 
-    if (full) fa2::warp_pv<T, DP, NW, true>(o, sc, vb, kw * NW, kdv, lane); /* O += P V over this warp's keys */
-    else fa2::warp_pv<T, DP, NW>(o, sc, vb, kw * NW, kdv, lane);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) wg_pv<T, DP, BN>(o, sc, vb);
+#endif
+    if constexpr (!WG) { /* O += P V over this warp's keys */
+      if (full) fa2::warp_pv<T, DP, NW, true>(o, sc, vb, kw * NW, kdv, lane);
+      else fa2::warp_pv<T, DP, NW>(o, sc, vb, kw * NW, kdv, lane);
+    }
     next.put(g, (t + STAGES) * BN, kv_rows + ((t + STAGES) % 2) * 2 * BN, BN); /* after this trip's barrier */
   }
   cp_wait<0>();

@@ -9,10 +9,17 @@
  * (16 keys a warp) and merge at the end; _m64: BM 64, a warp 16 rows over every key. Key tiles
  * of BN rows stream through a STAGES-deep cp.async ring (K and V a stage). Shared memory: the
  * ring STAGES x 2 x BN x DP (16-bit), Q BM x DP, the paged rows' K and V offsets of the next two
- * tiles 2 x 2 x BN int64, and the merge's row statistics 2 x 64 floats. Where Q's fragments live in
- * registers (DP <= 128) Q is copied into the K half of the ring's last stage, which is first
- * filled after every warp has taken Q (BM <= BN); the merge's f32 partial outputs (64 rows of
- * DP + 8 floats) reuse the ring.
+ * tiles 2 x 2 x BN int64, and the merge's row statistics 2 x 64 floats. Q's fragments live in
+ * registers where DP <= 128; the _m64 kernels' Q rows then sit in the K half of the ring's last
+ * stage, which is first filled after every warp has taken Q (BM <= BN; 16 KB apart would cost
+ * a block an SM), and the ring starts with STAGES - 1 tiles in flight; elsewhere Q has its own
+ * rows after the ring and every stage is in flight from the start (a part of two tiles waits
+ * for one round trip, not two). The merge's f32 partial outputs (64 rows of DP + 8 floats)
+ * reuse the ring. On sm_90a the _m64 kernel with DP 128 is one warpgroup whose wgmma takes
+ * Q (and P) from registers and K and V from shared memory, laid out in 128-byte swizzle atoms
+ * (64 columns of 16-bit values, rows 128 bytes apart, 16-byte chunks XOR row % 8; a DP-wide
+ * tile of R rows is DP / 64 atoms R x 128 bytes apart); elsewhere mma.sync, the tiles' chunks
+ * XOR-swizzled by row % 8.
  * PER_SM: resident blocks an SM by shared memory on sm_90 (228 KB) and by registers (the
  * kernels' launch bounds hold them to it), for the cost model and the split count.
  */
@@ -24,13 +31,16 @@
 
 #define OPSI_SDPA_SPLIT_WARPS 4
 #define OPSI_SDPA_SPLIT_BN 64
-#define OPSI_SDPA_SPLIT_D64_STAGES 4
-#define OPSI_SDPA_SPLIT_D128_STAGES 2
-#define OPSI_SDPA_SPLIT_D256_STAGES 2
+#define OPSI_SDPA_SPLIT_D64_M16_STAGES 4
+#define OPSI_SDPA_SPLIT_D64_M64_STAGES 4
+#define OPSI_SDPA_SPLIT_D128_M16_STAGES 2
+#define OPSI_SDPA_SPLIT_D128_M64_STAGES 3
+#define OPSI_SDPA_SPLIT_D256_M16_STAGES 2
+#define OPSI_SDPA_SPLIT_D256_M64_STAGES 2
 #define OPSI_SDPA_SPLIT_D64_M16_PER_SM 3
 #define OPSI_SDPA_SPLIT_D64_M64_PER_SM 3
 #define OPSI_SDPA_SPLIT_D128_M16_PER_SM 3
-#define OPSI_SDPA_SPLIT_D128_M64_PER_SM 3
+#define OPSI_SDPA_SPLIT_D128_M64_PER_SM 2
 #define OPSI_SDPA_SPLIT_D256_M16_PER_SM 1
 #define OPSI_SDPA_SPLIT_D256_M64_PER_SM 1
 /* SM range: DP 64 and 128 fit the 99 KB a block may have on sm_86 / sm_89; DP 256 (136 KB
@@ -39,11 +49,15 @@
 #define OPSI_SDPA_SPLIT_D128_SM_MIN 80
 #define OPSI_SDPA_SPLIT_D256_SM_MIN 90
 
-/* Q's fragments stay in registers across key tiles (and Q's rows in the ring's last stage) */
+/* Q's fragments stay in registers across key tiles; _m64's Q rows in the ring's last stage */
 #define OPSI_SDPA_SPLIT_HOIST_Q(DP) ((DP) <= 128)
+#define OPSI_SDPA_SPLIT_Q_IN_RING(DP, BM) (OPSI_SDPA_SPLIT_HOIST_Q(DP) && (BM) > 16)
+/* the _m64 kernel's math on sm_90a for head dims up to 128: one warpgroup's wgmma */
+#define OPSI_SDPA_SPLIT_WGMMA(DP, BM) ((BM) == 64 && (DP) == 128)
 /* dynamic shared memory of a block, bytes */
-#define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES) \
-  (((OPSI_SDPA_SPLIT_HOIST_Q(DP) ? 0 : (BM)) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 2 * (BN) * 8 + 2 * 64 * 4)
+#define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES)                                                          \
+  (((OPSI_SDPA_SPLIT_Q_IN_RING(DP, BM) ? 0 : (BM)) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 2 * (BN) * 8 + \
+   2 * 64 * 4)
 
 /* A split has at least MIN_TILES key tiles; the counts a call may take (so that explain and
  * the launcher name them in static words): 1, 2, 3, 4, 6, 8, ... 96, 128. */

@@ -2,7 +2,8 @@
 # and with the dispatcher's own pick: does the model choose the fastest? bf16, d128, GQA 32:8.
 import os, subprocess, sys
 SHAPES = [("B64 kv4k", 64, 4096, 1), ("B8 kv32k sq16", 8, 32768, 16), ("B8 kv32k sq4", 8, 32768, 4),
-          ("B1 kv4k", 1, 4096, 1), ("B16 kv8k h64", 16, 8192, 1)]
+          ("B1 kv4k", 1, 4096, 1), ("B16 kv8k h64", 16, 8192, 1), ("B1 kv1k", 1, 1024, 1),
+          ("B1 kv2k", 1, 2048, 1), ("B1 kv4k sq16", 1, 4096, 16)]
 KERNELS = ["", "cuda_sdpa_split_d128_m16", "cuda_sdpa_split_d128_m64", "cuda_sdpa_split_d256_m16"]
 if len(sys.argv) > 1:
     import torch, opslib

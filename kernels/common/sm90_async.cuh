@@ -73,6 +73,16 @@ template <uint32_t SUSPEND_NS = 0> __device__ __forceinline__ void mbar_wait(uin
     }
   } while (!done);
 }
+/* Whether the phase of `parity` has completed, without waiting (a thread that polls several
+ * things at once). */
+__device__ __forceinline__ bool mbar_done(uint64_t *bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done)
+               : "r"(smem_addr(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
 /* A box of a 3-D tensor map at coordinates (c0 innermost, c1, c2) into shared memory. */
 __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *bar, int32_t c0, int32_t c1,
                                          int32_t c2) {

@@ -31,14 +31,14 @@
  * Blocks launch in chunks of turn_chunk (batch, KV head) groups (as many as a wave holds),
  * within a chunk the groups' last key tiles first, then the tiles before them, and so on: a
  * block waits only for blocks launched before it, and a group's blocks start at the pace its
- * line of turns moves rather than all at once. A turn is an int32 counter a (query tile, head)
- * in the workspace, zeroed by the dsum launch. A keeper thread (the producer warpgroup's second warp)
- * takes the block's turns up to two tiles ahead of the consumers: once the counter counts the
- * key tiles after its own that see the tile, it opens the tile's turn mbarrier; the consumers
- * wait on that, add, and arrive on the tile's added mbarrier; the keeper then makes the
- * additions visible (fence) and counts the block in, polling both without waiting on either,
- * so that a turn it waits for never holds back one it hands on. The consumers neither poll nor
- * fence.
+ * line of turns moves rather than all at once. A turn is an int32 counter a (query tile,
+ * head) in the workspace, zeroed by the dsum launch. A keeper thread (the producer
+ * warpgroup's second warp) takes the block's turns up to two tiles ahead of the consumers:
+ * once the counter counts the key tiles after its own that see the tile, it opens the tile's
+ * turn mbarrier; the consumers wait on that, add, and arrive on the tile's added mbarrier;
+ * the keeper then makes the additions visible (fence) and counts the block in, polling both
+ * without waiting on either, so that a turn it waits for never holds back one it hands on.
+ * The consumers neither poll nor fence.
  *
  * Operands: [B, S, H, D] views with unit-stride rows, 16-byte aligned base and strides (TMA),
  * head dims up to DP (zero columns beyond, which the products carry along).
@@ -147,16 +147,6 @@ __device__ __forceinline__ bool turn_reached(const int *p, int n) {
 __device__ __forceinline__ void end_turn(int *p) {
   __threadfence();
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p) : "memory");
-}
-
-/* Whether the mbarrier's phase of `parity` has completed (without waiting). */
-__device__ __forceinline__ bool mbar_done(uint64_t *bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-               : "=r"(done)
-               : "r"(sm90::smem_addr(bar)), "r"(parity)
-               : "memory");
-  return done != 0;
 }
 
 /* Four 8x8 matrices of a warp's fragments into shared memory transposed: register i holds the

@@ -114,6 +114,14 @@ __device__ __forceinline__ void warp_qk(float (&sc)[NK / 8][4], QFrag &&qfrag, c
   }
 }
 
+/* P's A fragment of k16 step kt: the probabilities of keys 16 kt .. 16 kt + 15 (two m16n8
+ * score fragments) rounded to T. */
+template <typename T, int NB>
+__device__ __forceinline__ void p_frag(const float (&sc)[NB][4], int kt, uint32_t (&pa)[4]) {
+  pa[0] = pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pa[1] = pack2<T>(sc[2 * kt][2], sc[2 * kt][3]);
+  pa[2] = pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]), pa[3] = pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
+}
+
 /* O += P V for one warp: P is the probabilities in sc (the score fragments of each 16 keys
  * are P's A fragment) of keys v_row0 .. v_row0 + NK - 1, rows of the swizzled V tile vb; the
  * first kdv k16 steps of Dv are not padding (FULL: kdv is DP / 16). */
@@ -122,9 +130,8 @@ __device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)
                                         int kdv, int lane) {
 #pragma unroll
   for (int kt = 0; kt < NK / 16; ++kt) {
-    const uint32_t pa[4] = {pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pack2<T>(sc[2 * kt][2], sc[2 * kt][3]),
-                            pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]),
-                            pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3])};
+    uint32_t pa[4];
+    p_frag<T>(sc, kt, pa);
 #pragma unroll
     for (int dj = 0; dj < DP / 16; ++dj) {
       if (!FULL && dj >= kdv) break;

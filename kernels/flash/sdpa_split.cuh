@@ -30,8 +30,9 @@
  *
  * BM 16 (_m16): the 4 warps split each 64-key tile, 16 keys a warp, over the same 16 rows.
  * BM 64 (_m64): a warp 16 rows over all 64 keys (_d128_m64 on sm_90a: one warpgroup's wgmma,
- * whose accumulators hold the same rows a warp, in the same layout). Operands: 16-bit, unit-stride rows with
- * 16-byte aligned bases and strides (the rows' alignment), head dims up to DP.
+ * whose accumulators hold the same rows a warp, in the same layout). Operands: 16-bit,
+ * unit-stride rows with 16-byte aligned bases and strides (the rows' alignment), head dims up
+ * to DP.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
@@ -238,11 +239,7 @@ __device__ __forceinline__ void wg_pv(float (&o)[DP / 8][4], const float (&sc)[B
   float(&acc)[DP / 2] = reinterpret_cast<float(&)[DP / 2]>(o);
   uint32_t pa[BN / 16][4];
 #pragma unroll
-  for (int kt = 0; kt < BN / 16; ++kt) {
-    pa[kt][0] = pack2<T>(sc[2 * kt][0], sc[2 * kt][1]), pa[kt][1] = pack2<T>(sc[2 * kt][2], sc[2 * kt][3]);
-    pa[kt][2] = pack2<T>(sc[2 * kt + 1][0], sc[2 * kt + 1][1]);
-    pa[kt][3] = pack2<T>(sc[2 * kt + 1][2], sc[2 * kt + 1][3]);
-  }
+  for (int kt = 0; kt < BN / 16; ++kt) fa2::p_frag<T>(sc, kt, pa[kt]);
   const uint64_t dv = smem_desc(smem_addr(vb), BN * 128, 1024);
   fence_regs(acc);
   wgmma_fence();

@@ -19,6 +19,7 @@
  * the shape's macros, SM90_ROW_ prints the numbers. The cost model's efficiency by BN: */
 #define SM90_EFF_256 0.80f
 #define SM90_EFF_128 0.76f
+#define SM90_EFF_64 0.70f
 #define SM90_ROW(ID, NAME, BN)                                                                                 \
   SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
              OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME),
@@ -106,8 +107,8 @@ OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
                      "reads over distributed shared memory",                                                \
       .reduction_order = "per output: each part's K blocks of 64 in order (wgmma k16 steps in order, f32), " \
                          "then the parts in rank order (f32)",                                               \
-      .workspace_formula = "0 (K split in n = 2, 4 or 8 parts: the least-time count whose blocks fit a "    \
-                           "wave of sm_count, at least 4 K blocks a part)",                                  \
+      .workspace_formula = "0 (K split in n = 2, 4 or 8 parts: the most whose clusters are resident at "    \
+                           "once, n x tiles <= sm_count, or 0.9 sm_count for n >= 4; 4 K blocks a part)",     \
       .plan = splitk_plan_##BN, .grid = splitk_grid_##BN, .parts = splitk_parts_##BN,                        \
   }
 

@@ -17,7 +17,7 @@ extern "C" {
 #define OPSI_GEMM_SM90_PLAN_THREAD_STORE "persistent; D stored by the threads"
 
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major:
- * opsi_gemm_cuda_sm90_128x256, _128x128 (gemm_kernels.h). */
+ * opsi_gemm_cuda_sm90_128x256, _128x128, _128x64 (gemm_kernels.h). */
 #define OPSI_GEMM_SM90_PROTO(ID, NAME, BN) \
   ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
 OPSI_GEMM_SM90_KERNELS(OPSI_GEMM_SM90_PROTO)

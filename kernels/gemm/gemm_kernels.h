@@ -21,13 +21,15 @@
  * rank order on ties. */
 #define OPSI_GEMM_SM90_KERNELS(X)                               \
   X(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, 128x256, 256)           \
-  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, 128x128, 128)
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, 128x128, 128)           \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X64, 128x64, 64)
 
 /* X(ID, NAME, BN): the split-K rows over the instantiations above (tiles of 128 x BN, K
  * split by gemm_shape.h's opsi_gemm_splitk_parts, the parts of a tile a cluster); no sources
  * of their own. */
 #define OPSI_GEMM_SM90_SPLITK_KERNELS(X)                          \
   X(OPSI_KERNEL_CUDA_GEMM_SM90_128X128_SPLITK, 128x128_splitk, 128) \
-  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X256_SPLITK, 128x256_splitk, 256)
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X256_SPLITK, 128x256_splitk, 256) \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X64_SPLITK, 128x64_splitk, 64)
 
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_KERNELS_H_ */

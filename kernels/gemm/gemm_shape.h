@@ -18,7 +18,9 @@
 #define OPSI_GEMM_SM90_MMA_REGS 232
 #define OPSI_GEMM_SM90_STAGES_256 4
 #define OPSI_GEMM_SM90_STAGES_128 6
-#define OPSI_GEMM_SM90_STAGES(BN) ((BN) == 256 ? OPSI_GEMM_SM90_STAGES_256 : OPSI_GEMM_SM90_STAGES_128)
+#define OPSI_GEMM_SM90_STAGES_64 8
+#define OPSI_GEMM_SM90_STAGES(BN) \
+  ((BN) == 256 ? OPSI_GEMM_SM90_STAGES_256 : (BN) == 128 ? OPSI_GEMM_SM90_STAGES_128 : OPSI_GEMM_SM90_STAGES_64)
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)
 /* dynamic shared memory: swizzle-atom slack, the stages (A BM x BK, B BN x BK, 16-bit), two
@@ -33,8 +35,8 @@
  * but the cluster's first puts its f32 partial tile in its shared memory; the first adds them
  * in rank order (distributed shared memory) and runs the epilogue: no workspace, no second
  * kernel, bitwise reproducible. A part takes at least SPLITK_MIN_KBLOCKS K blocks; the part
- * counts are powers of two up to SPLITK_MAX (portable cluster sizes that tile a GPC); the
- * blocks fit one wave of the device's SMs (one an SM). */
+ * counts are powers of two up to SPLITK_MAX (portable cluster sizes); the clusters fit one
+ * wave (opsi_gemm_splitk_parts). */
 #define OPSI_GEMM_SPLITK_MAX 8
 #define OPSI_GEMM_SPLITK_MIN_KBLOCKS 4
 /* The split counts a split call may take (1 is no split: the unsplit rows run it), so that
@@ -58,32 +60,25 @@ static inline int32_t opsi_gemm_sm90_a_rows(int64_t m) {
   return m >= OPSI_GEMM_SM90_BM ? OPSI_GEMM_SM90_BM : (int32_t)((m + 7) / 8 * 8);
 }
 
-/* The parts of a call: the count, among those whose blocks (tiles x parts) fit one wave of
- * sm_count with at least SPLITK_MIN_KBLOCKS K blocks a part, with the least estimated time:
- * the longest part's K blocks, each at the bandwidth an SM gets when all the blocks stream at
- * once (at most a single SM's) or the math of a K block, whichever is longer, plus the first
- * block's reduction (a live tile half's partials over distributed shared memory, and the
- * cluster barriers). Ties take fewer parts. The constants are the H100's
- * (bench/RESULTS.md). */
+/* The parts of a call: the most, among 2, 4 and 8, whose clusters are all resident at once
+ * with at least SPLITK_MIN_KBLOCKS K blocks a part (every part non-empty), else 1. One block
+ * an SM: clusters of 2 (an SM pair) fill sm_count SMs; clusters of 4 or 8 must share a GPC,
+ * whose SM counts leave some SMs out (H100, 132 SMs: 66 clusters of 2, 30 of 4, 15 of 8
+ * resident), so their blocks may take CLUSTER_FILL of sm_count. A tile's parts stream its K
+ * range at once and the reduction costs less than the K blocks it spares, so the most parts
+ * that fit win (bench/RESULTS.md, issue 26's grid). */
+#define OPSI_GEMM_SPLITK_CLUSTER_FILL 0.9
 static inline int32_t opsi_gemm_splitk_parts(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t bn,
                                              int64_t sm_count) {
   const int64_t tiles = opsi_gemm_sm90_tiles(batch, m, n, bn);
   if (tiles <= 0 || k <= 0 || sm_count <= 0 || tiles > sm_count / 2 || k > ((int64_t)1 << 40)) return 1;
   const int64_t kblocks = k / OPSI_GEMM_SM90_BK + (k % OPSI_GEMM_SM90_BK != 0);
-  const double dram = 2.8e6, per_sm = 6.0e4, dsmem = 1.0e5, math_us = 0.42, sync_us = 1.0; /* bytes / us; us */
-  const int32_t rows = opsi_gemm_sm90_a_rows(m);
-  const double kb_bytes = (double)(rows + bn) * OPSI_GEMM_SM90_BK * 2.0;
-  const double partial = (double)(rows > 64 ? 128 : 64) * bn * 4.0;
   int32_t best = 1;
-  double best_us = 0.0;
-  for (int32_t p = 1; p <= OPSI_GEMM_SPLITK_MAX; p *= 2) {
+  for (int32_t p = 2; p <= OPSI_GEMM_SPLITK_MAX; p *= 2) {
     const int64_t per = (kblocks + p - 1) / p;
-    if (p > 1 && (per < OPSI_GEMM_SPLITK_MIN_KBLOCKS || tiles * p > sm_count)) break;
-    if ((kblocks + per - 1) / per != p) continue; /* a part would be empty */
-    const double blocks = (double)(tiles * p), bw = dram / blocks < per_sm ? dram / blocks : per_sm;
-    const double kb_us = kb_bytes / bw > math_us ? kb_bytes / bw : math_us;
-    const double us = (double)per * kb_us + (p > 1 ? sync_us + (double)(p - 1) * partial / dsmem : 0.0);
-    if (p == 1 || us < best_us) best = p, best_us = us;
+    if (per < OPSI_GEMM_SPLITK_MIN_KBLOCKS) break;
+    if ((double)(tiles * p) > (p == 2 ? 1.0 : OPSI_GEMM_SPLITK_CLUSTER_FILL) * (double)sm_count) break;
+    if ((kblocks + per - 1) / per == p) best = p; /* else a part would be empty */
   }
   return best;
 }

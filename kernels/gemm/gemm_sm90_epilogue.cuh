@@ -158,9 +158,10 @@ __device__ __forceinline__ void epilogue_regs(const gemm_geom &g, int64_t bt, in
  * pair_epilogue by stmatrix into one of the warpgroup's two 8 KB buffers, 128-byte swizzled
  * as the store's map (16-byte unit u of row i at u ^ (i % 8): each 8x8 matrix's rows land
  * in distinct banks), and one thread stores the chunk as a 64 x 64 box and goes on; a buffer
- * is rewritten once its store two chunks back has been read. The copy engine drains the
- * stores while the warpgroup starts its next tile's mainloop, and clips them at D's edges
- * (any tile may take this path when EPI_PLAIN). Named barrier 1 + cw. */
+ * is rewritten once its store two chunks back has been read (with one chunk a tile, BN = 64:
+ * the last tile's store). The copy engine drains the stores while the warpgroup starts its
+ * next tile's mainloop, and clips them at D's edges (any tile may take this path when
+ * EPI_PLAIN). Named barrier 1 + cw. */
 template <int BN, typename O, int ACT, int MODE>
 __device__ __forceinline__ void epilogue_tma(const gemm_geom &g, const CUtensorMap *map_d, int64_t bt,
                                              int64_t row_base, int64_t col_base, const float (&acc)[BN / 2],
@@ -172,7 +173,10 @@ __device__ __forceinline__ void epilogue_tma(const gemm_geom &g, const CUtensorM
   const uint32_t row_addr = smem_addr(out) + (uint32_t)(warp * 16 + (q % 2) * 8 + x) * 128;
 #pragma unroll
   for (int ch = 0; ch < BN / 64; ++ch) {
-    if (t == 0) bulk_wait_read<1>();
+    if (t == 0) {
+      if (BN / 64 % 2 == 0) bulk_wait_read<1>();
+      else bulk_wait_read<0>(); /* one chunk a tile: the last tile's store read this buffer */
+    }
     asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
 #pragma unroll
     for (int jp = 0; jp < 4; ++jp) {

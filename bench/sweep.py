@@ -119,7 +119,7 @@ def gemm_grid(quick):
         for m in ms:
             if m * n * k > 16384 * 28672 * 4096 * 1.01:   # <= ~4 TFLOP a call
                 continue
-            if m in (32, 256) and name not in ("l3-8b o", "l3-8b down", "l3-70b o"):
+            if m in (32, 256) and name in ("l3-8b gate_up", "l3-70b qkv"):  # the rest: issue 26's grid
                 continue
             g.append({"op": "gemm", "family": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "proj": name,
                       "id": f"gemm {name} m{m} n{n} k{k}"})

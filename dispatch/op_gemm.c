@@ -51,6 +51,14 @@ static int unit_inner(const ops_tensor *t, int axis) {
   return t->shape[axis] <= 1 || t->strides[axis] == 1;
 }
 
+/* An axis the view steps through backwards (extent > 1, stride < 0). */
+static int any_negative_stride(const ops_tensor *t) {
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] > 1 && t->strides[i] < 0) return 1;
+  }
+  return 0;
+}
+
 /* An operand's alignment (opsi_tensor_align) read along whichever of its last two axes is
  * unit-stride: a K-major B ([K, N] with strides (1, K)) is as aligned as its transpose. */
 static void add_gemm_align(opsi_problem *pr, const ops_tensor *t) {
@@ -159,6 +167,9 @@ static ops_status gemm_prepare(const opsi_vctx *v, const ops_gemm_params *params
       (!unit_inner(b, nb - 1) && !unit_inner(b, nb - 2)) || !unit_inner(d, d->ndim - 1)) {
     pr->flags |= OPSI_F_STRIDED;
   }
+  /* The Hopper rows' TMA maps and the vector loads of the others walk A and B forwards: an
+   * axis of either stepped backwards makes the call the strided GEMM. */
+  if (any_negative_stride(a) || any_negative_stride(b)) pr->flags |= OPSI_F_STRIDED;
   if (!unit_inner(a, na - 1)) pr->flags |= OPSI_F_A_M_MAJOR;
   if (!unit_inner(b, nb - 2)) pr->flags |= OPSI_F_B_N_MAJOR;
   /* problem.align covers A and B, which kernels read by vectors or TMA boxes; D, C, bias and

@@ -217,7 +217,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
   ops_handle h90 = opst_virtual_handle(90), h80 = opst_virtual_handle(80);
   struct {
     int64_t m, n, k;
-    int a_m_major, b_k_major;
+    int a_m_major, b_k_major; /* a_m_major 2: A K-major, its rows at a negative stride */
     int f32; /* 0: bf16; 1: f32, strict math; 2: f32, tf32 allowed */
     ops_handle h;
     const char *want, *features; /* features: the problem's bracket, "" for none */
@@ -225,6 +225,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
       {4096, 4096, 4096, 0, 1, 0, h90, "cuda_gemm_sm90_128x256", ""},
       {4096, 4096, 4096, 0, 0, 0, h90, "cuda_gemm_sm90_128x256", "[b_n_major]"},
       {4096, 4096, 4096, 1, 1, 0, h90, "cuda_gemm_mma", "[a_m_major]"},
+      {4096, 4096, 4096, 2, 1, 0, h90, "cuda_gemm_mma", "[strided]"}, /* A's rows backwards: no TMA map */
       {64, 4096, 14336, 0, 1, 0, h90, "cuda_gemm_sm90_128x64_splitk", ""}, /* few tiles, long K: split (sweep) */
       {14336, 1, 4096, 0, 0, 0, h90, "cuda_gemv_n1", ""},
       {1, 14336, 4096, 0, 1, 0, h90, "cuda_gemv_m1", ""},
@@ -238,10 +239,11 @@ static void gemm_explains_its_path_and_tile(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     const int64_t m = cases[i].m, n = cases[i].n, k = cases[i].k;
     const int64_t as[2] = {m, k}, bs[2] = {k, n}, ds[2] = {m, n};
-    const int64_t a_t[2] = {1, m}, b_t[2] = {1, k};
+    const int64_t a_t[2] = {1, m}, a_neg[2] = {-k, 1}, b_t[2] = {1, k};
     const ops_dtype dt = cases[i].f32 ? OPS_DTYPE_F32 : OPS_DTYPE_BF16;
     ops_tensor a, b, d;
-    OPST_OK(ops_tensor_init(&a, NULL, dt, dev, 2, as, cases[i].a_m_major ? a_t : NULL));
+    const int64_t *a_strides = cases[i].a_m_major == 2 ? a_neg : cases[i].a_m_major ? a_t : NULL;
+    OPST_OK(ops_tensor_init(&a, NULL, dt, dev, 2, as, a_strides));
     OPST_OK(ops_tensor_init(&b, NULL, dt, dev, 2, bs, cases[i].b_k_major ? b_t : NULL));
     OPST_OK(ops_tensor_init(&d, NULL, dt, dev, 2, ds, NULL));
     OPST_OK(ops_handle_set_math_mode(cases[i].h, cases[i].f32 == 2 ? OPS_MATH_ALLOW_TF32 : OPS_MATH_STRICT));
@@ -258,7 +260,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
                                                                : "gemm bf16 -> bf16",
                                                " blocks), padding x", NULL});
     if (!has_flags) assert_null(strstr(e.problem, "major"));
-    if (cases[i].a_m_major && cases[i].h == h90) { /* the Hopper kernels read A K-major only, and say so */
+    if (cases[i].a_m_major == 1 && cases[i].h == h90) { /* the Hopper kernels read A K-major only, and say so */
       const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x256");
       assert_non_null(v);
       assert_int_equal(v->reason, OPS_REASON_FEATURE);

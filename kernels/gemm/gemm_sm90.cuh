@@ -14,6 +14,9 @@
  * gemm_shape.h): a block is one K range of a tile, the ranges of a tile one cluster, whose
  * first block adds the others' partials (split_reduce) and runs the epilogue.
  * K, M and N tails: TMA fills out-of-range elements with zeros; stores are bounded.
+ * Launched as a programmatic dependent: the launch overlaps the previous kernel's tail, every
+ * thread waits for that kernel's completion before any global access, and the producer lets
+ * the next kernel launch once it has issued its last load.
  */
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_
@@ -87,12 +90,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  /* A programmatic dependent launch (launch_gemm_sm90): nothing the previous kernel on the
+   * stream wrote is read before that kernel has completed (a no-op without the attribute). */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_LOAD_REGS));
     if (warp == 0 && lane == 0) {
       const producer<BN, B_MN> load{sm, &map_a, &map_b, a_batched, b_batched};
       load.run(order, ks, kblocks);
+      /* every load issued: the next kernel may start launching (it waits for this one) */
+      asm volatile("griddepcontrol.launch_dependents;");
     }
     if (ks.parts > 1) { /* one unit a block: its cluster's reduction */
       float none[BN / 2];
@@ -156,10 +164,12 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
   lc.blockDim = dim3(THREADS);
   lc.dynamicSmemBytes = cfg<BN>::SMEM_BYTES;
   lc.stream = stream;
-  cudaLaunchAttribute cl[1];
-  cl[0].id = cudaLaunchAttributeClusterDimension;
-  cl[0].val.clusterDim.x = (unsigned)ks.parts, cl[0].val.clusterDim.y = cl[0].val.clusterDim.z = 1;
-  lc.attrs = cl, lc.numAttrs = ks.parts > 1 ? 1 : 0;
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  at[1].id = cudaLaunchAttributeClusterDimension;
+  at[1].val.clusterDim.x = (unsigned)ks.parts, at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
+  lc.attrs = at, lc.numAttrs = ks.parts > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&lc, kernel, map_a, map_b, map_d, g, order, ks, a_batched, b_batched, pairs, d_tma);
 }
 

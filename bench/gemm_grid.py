@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Issue 26's GEMM grid: M 16 to 512 over the Llama-3 projections (weights K-major, a @ w.T),
+the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/sweep.py times
+(back-to-back calls after a GPU sleep, median of 5, inputs rotated past twice the L2).
+
+    python3 bench/gemm_grid.py [--json FILE]            # the 42 shapes, then the geomean
+    python3 bench/gemm_grid.py --one KERNEL M N K        # 8 launches of one pinned kernel (for ncu)
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import sweep  # noqa: E402  (bench/sweep.py, or the bundle's copy beside this file)
+
+SHAPES = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (8192, 8192), (28672, 8192), (8192, 28672)]
+MS = [16, 32, 64, 128, 256, 512]
+
+
+def one(torch, opslib, name, m, n, k):
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    h = opslib.Handle("cuda:0")
+    h.pin_kernel(name)
+    for _ in range(8):
+        opslib.gemm(a, w.T, out=d, handle=h)
+    torch.cuda.synchronize()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--one", nargs=4, metavar=("KERNEL", "M", "N", "K"))
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("gemm_grid.py: needs PyTorch (torch.matmul is the comparison); nothing to measure")
+        return 0
+    if not torch.cuda.is_available():
+        print("gemm_grid.py: no CUDA device; nothing to measure")
+        return 0
+    import opslib
+    if args.one:
+        one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
+        return 0
+    props = torch.cuda.get_device_properties(0)
+    timer = sweep.Timer(torch, 0.05)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(11)
+    out = {"device": torch.cuda.get_device_name(0), "opslib": opslib.version(), "commit": sweep.git_commit(),
+           "rows": []}
+    ratios = []
+    for n, k in SHAPES:
+        for m in MS:
+            c = {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "id": f"m{m} n{n} k{k}"}
+            sets = sweep.input_sets(torch, c, gen, props.L2_cache_size)
+            h = opslib.Handle("cuda:0")
+            choice = sweep.explained(opslib, c, sets[0], h)[0]
+            ref = torch.matmul(sets[0]["a"], sets[0]["b"])
+            sweep.opslib_call(opslib, c, sets[0], handle=h)
+            torch.cuda.synchronize()
+            err = sweep.rel_err(sets[0]["d"], ref)
+            t_torch = timer.time(lambda t: torch.matmul(t["a"], t["b"]), sets)
+            t_ops = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets)
+            ratios.append(t_torch / t_ops)
+            out["rows"].append({"m": m, "n": n, "k": k, "choice": choice, "us": t_ops, "torch_us": t_torch,
+                                "rel_err": err})
+            print(f"m{m:<4} n{n:<6} k{k:<6} {choice:<32} {t_ops:7.1f} us  matmul {t_torch:7.1f}  "
+                  f"{t_torch / t_ops:.2f}x  err {err:.1e}", flush=True)
+            del sets
+            torch.cuda.empty_cache()
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    out["geomean"], out["min"] = g, min(ratios)
+    print(f"{len(ratios)} shapes: geomean {g:.3f}x, min {min(ratios):.2f}x, below 0.9: {sum(r < 0.9 for r in ratios)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    bad = [r for r in out["rows"] if not r["rel_err"] <= 2e-2]
+    for r in bad:
+        print(f"DIFFERS from torch.matmul: m{r['m']} n{r['n']} k{r['k']}: {r['choice']} rel err {r['rel_err']}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

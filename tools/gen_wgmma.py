@@ -73,20 +73,20 @@ def main():
                 out.append("  }")
                 out.append("};")
     for name, tb in (("wgmma_rs", 1), ("wgmma_rs_k", 0)):
-      for ctype, ptx in DTYPES:
-        for n in SHAPES:
-            out.append("")
-            out.append(f"template <> struct {name}<{ctype}, {n}> {{")
-            out.append(f"  static __device__ __forceinline__ void mma(float (&d)[{n // 2}], const uint32_t (&a)[4], "
-                       f"uint64_t desc_b, uint32_t accumulate) {{")
-            out.append("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
-            out.append(call(n, ptx, tb, a_regs=True))
-            out.append("#else")
-            out.append("    (void)d, (void)a, (void)desc_b, (void)accumulate;")
-            out.append("    __trap();")
-            out.append("#endif")
-            out.append("  }")
-            out.append("};")
+        for ctype, ptx in DTYPES:
+            for n in SHAPES:
+                out.append("")
+                out.append(f"template <> struct {name}<{ctype}, {n}> {{")
+                out.append(f"  static __device__ __forceinline__ void mma(float (&d)[{n // 2}], const uint32_t (&a)[4], "
+                           f"uint64_t desc_b, uint32_t accumulate) {{")
+                out.append("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)")
+                out.append(call(n, ptx, tb, a_regs=True))
+                out.append("#else")
+                out.append("    (void)d, (void)a, (void)desc_b, (void)accumulate;")
+                out.append("    __trap();")
+                out.append("#endif")
+                out.append("  }")
+                out.append("};")
     out.append("")
     out.append("}  // namespace opsi")
     out.append("")

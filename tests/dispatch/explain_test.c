@@ -302,6 +302,50 @@ static void gemm_explains_its_path_and_tile(void **state) {
   ops_handle_destroy(h80);
 }
 
+/* The split-K part count (gemm_shape.h): the most parts whose clusters are all resident at
+ * once, on the described H100 (132 SMs). 128 x 128 tiles of M 128, K 4096: 8 tiles take 8
+ * parts (64 blocks); 16 tiles 4 (64; 8 parts would be 128 blocks in clusters of 8, more than
+ * 0.9 of the SMs); 32 tiles 2 (64 clusters of 2; 128 blocks in clusters of 4 would not fit);
+ * 64 tiles 2 (128 blocks, clusters of 2 fill the SMs); 128 tiles none (rule "shape"). */
+static void gemm_split_parts_fit_resident_clusters(void **state) {
+  (void)state;
+  const ops_device dev = ops_device_cuda(0);
+  ops_handle h90 = opst_virtual_handle(90);
+  const struct {
+    int64_t n;
+    const char *plan; /* NULL: not split */
+  } cases[] = {
+      {1024, "K split in 8 parts, a cluster of 8 a tile"}, {2048, "K split in 4 parts, a cluster of 4 a tile"},
+      {4096, "K split in 2 parts, a cluster of 2 a tile"}, {8192, "K split in 2 parts, a cluster of 2 a tile"},
+      {16384, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const int64_t m = 128, n = cases[i].n, k = 4096;
+    const int64_t as[2] = {m, k}, bs[2] = {k, n}, ds[2] = {m, n}, b_t[2] = {1, k};
+    ops_tensor a, b, d;
+    OPST_OK(ops_tensor_init(&a, NULL, OPS_DTYPE_BF16, dev, 2, as, NULL));
+    OPST_OK(ops_tensor_init(&b, NULL, OPS_DTYPE_BF16, dev, 2, bs, b_t));
+    OPST_OK(ops_tensor_init(&d, NULL, OPS_DTYPE_BF16, dev, 2, ds, NULL));
+    ops_explain e;
+    e.struct_size = sizeof e;
+    OPST_OK(ops_gemm_explain(h90, NULL, &a, &b, &d, &e));
+    const ops_verdict *v = verdict_of(&e, "cuda_gemm_sm90_128x128_splitk");
+    assert_non_null(v);
+    if (cases[i].plan == NULL) {
+      assert_int_equal(v->reason, OPS_REASON_SHAPE);
+    } else {
+      assert_int_equal(v->reason, OPS_REASON_ELIGIBLE);
+      const char *plan = e.plan[v - e.verdicts];
+      assert_non_null(plan);
+      if (strstr(plan, cases[i].plan) == NULL) {
+        print_error("n %lld: plan '%s', want '%s'\n", (long long)n, plan, cases[i].plan);
+        fail();
+      }
+    }
+  }
+  ops_handle_destroy(h90);
+}
+
 /* For each op: explain's choice is what the profiler sees run, on the same arguments. */
 static const char *g_ran;
 static void remember(const ops_profile_record *r, void *user) {
@@ -484,6 +528,7 @@ int main(void) {
       cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),
       cmocka_unit_test(gemm_explains_its_path_and_tile),
+      cmocka_unit_test(gemm_split_parts_fit_resident_clusters),
       cmocka_unit_test(explain_names_the_kernel_that_runs),
       cmocka_unit_test(explain_reads_descriptors_only),
       cmocka_unit_test(virtual_handles_are_checked),

@@ -127,6 +127,11 @@ typedef struct opsi_kernel_row {
  * window); every other op. */
 int opsi_uniform_work(const opsi_problem *p);
 
+/* 1 when an SDPA call's work tiles all come from one [B, S, H, D] layout (no varlen, no KV
+ * cache), where a persistent grid can walk them in a fixed order that balances causal and
+ * windowed tiles (sdpa_sm90_sched.cuh); 0 for every other op. */
+int opsi_sdpa_persistent(const opsi_problem *p);
+
 /* The rows of `op` (NULL, 0 for an unknown op): O(1), a table indexed by op id. */
 const opsi_kernel_row *opsi_rows_for_op(int32_t op, size_t *count);
 

@@ -435,6 +435,7 @@ static ops_status sdpa_prepare(const opsi_vctx *v, const ops_sdpa_params *params
   if (a->has_mask) pr->flags |= OPSI_F_MASK;
   if (dv != d) pr->flags |= OPSI_F_DV_NE_D;
   a->uniform = opsi_uniform_work(pr);
+  a->persistent = opsi_sdpa_persistent(pr);
   if (pr->backend == OPS_DEVICE_CUDA && v->mode == OPSI_RUN) a->geom = device_geom(a); /* what the kernels read */
   add_rows(pr, (const ops_tensor *const[]){q, k, val, o});
   *empty = no == 0 && nl == 0;

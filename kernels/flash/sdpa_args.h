@@ -49,7 +49,9 @@ typedef struct opsi_sdpa_args {
   int64_t window_right; /* -1: unbounded; 0 when causal */
   opsi_sdpa_geom geom;  /* the same call as the CUDA kernels read it (CUDA runs; else 0) */
   int uniform;          /* every work tile reads the same keys (opsi_uniform_work): the
-                           launchers' persistent and pair plans, as the rows predict them */
+                           launchers' pair plans, as the rows predict them */
+  int persistent;       /* the work tiles come from one [B, S, H, D] layout
+                           (opsi_sdpa_persistent): the Hopper launcher's persistent plan */
 } opsi_sdpa_args;
 
 /* The CPU references' element offset of (b, s, h, d) in a 4-D view. */

@@ -78,11 +78,13 @@ template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi
   }
   const opsi::sdpa_geom &g = a->geom;
   if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
-  /* Every work tile costs the same without a window (causal is one) or varlen: one block an
-   * SM walks them (persistent; the next tile's Q and K / V load under the current one's
-   * end). Otherwise a block a tile, longest first, and the hardware balances them. */
+  /* Tiles from one [B, S, H, D] layout (no varlen, no KV cache): one block an SM walks them
+   * (persistent: the next tile's Q and K / V load under the current one's keys), every other
+   * pass in reverse (causal and windowed tiles differ in length). Otherwise a block a tile,
+   * longest first, and the hardware balances them. */
   const int64_t tiles = opsi::fa3::sdpa_tiles<C::BM>(g);
   const bool uniform = a->uniform != 0;
+  const bool persistent = a->persistent != 0;
   constexpr int cluster = CL;
   if (PAIR && (!uniform || opsi::fa3::sdpa_query_tiles<C::BM>(g) % 2 != 0)) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
@@ -97,10 +99,16 @@ template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
-  const int64_t cap = uniform ? ctx->sm_count / cluster * cluster : 2147483647;
+  const int64_t cap = persistent ? ctx->sm_count / cluster * cluster : 2147483647;
   const int grid = (int)(tiles < cap ? tiles : cap);
   info->cluster = cluster;
-  info->plan = PAIR ? OPSI_SDPA_SM90_PLAN_PAIR : uniform ? OPSI_SDPA_SM90_PLAN_PERSISTENT : OPSI_SDPA_SM90_PLAN_TILE;
+  const bool by_length =
+      persistent && opsi_sdpa_sm90_by_length(g.window_left >= 0 || g.window_right >= 0, tiles, grid, g.batch,
+                                             g.heads_q / g.group) != 0; /* as the kernel decides */
+  info->plan = PAIR        ? OPSI_SDPA_SM90_PLAN_PAIR
+               : by_length ? OPSI_SDPA_SM90_PLAN_BY_LENGTH
+               : persistent ? OPSI_SDPA_SM90_PLAN_PERSISTENT
+                            : OPSI_SDPA_SM90_PLAN_TILE;
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
           ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, cluster>(mq, mk, mv, g, grid, stream, info->grid,

@@ -10,8 +10,8 @@
  *
  * A block is one producer warpgroup (setmaxnreg LOAD_REGS; one thread issues) and NC consumer
  * warpgroups (setmaxnreg MMA_REGS), 64 query rows each; it walks work tiles of BM = 64 NC
- * query rows of one (batch, head), the producer loading the next tile's Q and K / V under the
- * current one's last P V and epilogue.
+ * query rows of one (batch, head), the producer loading the next tile's Q (into the other Q
+ * buffer where the shape has two) and K / V under the current one's keys and epilogue.
  * Clusters (CL 2, the _pair kernels: uniform calls with an even number of query tiles a head,
  * which their rows require): the two blocks of a cluster take neighbouring query tiles of one
  * head, which read the same keys; each producer loads its half of every K / V tile into both
@@ -56,8 +56,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   const uint32_t rank = CL > 1 ? cluster_rank() : 0;
 
   if (threadIdx.x == 0) {
-    mbar_init(sm.q_full, 1);
-    mbar_init(sm.q_empty, 4 * NC); /* one arrival per consumer warp */
+    for (int qb = 0; qb < C::QS; ++qb) {
+      mbar_init(&sm.q_full[qb], 1);
+      mbar_init(&sm.q_empty[qb], 4 * NC); /* one arrival per consumer warp */
+    }
     for (int st = 0; st < STAGES; ++st) {
       mbar_init(&sm.k_full[st], 1);
       mbar_init(&sm.v_full[st], 1);
@@ -71,12 +73,17 @@ __global__ void __launch_bounds__(C::THREADS, 1)
   } else {
     __syncthreads();
   }
+  /* A programmatic dependent launch (launch_sdpa_sm90): nothing the previous kernel on the
+   * stream wrote is read before that kernel has completed (a no-op without the attribute). */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::LOAD_REGS));
     if (warp == 0 && lane == 0) {
       const producer<C, CL> load{sm, &map_q, &map_k, &map_v, (int)rank * (C::BN / 2)};
       load.run(g, tiles);
+      /* every load issued: the next kernel may start launching (it waits for this one) */
+      asm volatile("griddepcontrol.launch_dependents;");
       /* the producer's other threads have exited, which barrier.cluster does not wait for */
       if constexpr (CL > 1) cluster_sync();
     }
@@ -92,7 +99,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
      * last P V) */
     if (cw == NC - 1) named_bar_arrive(1, 256);
     int kv = 0, tn = 0; /* key tiles and work tiles consumed so far */
-    for (tile_scheduler<C::BM, C::BN> ts(tiles); ts.valid(); ts.advance()) {
+    for (tile_scheduler<C::BM, C::BN> ts(g, tiles); ts.valid(); ts.advance()) {
       const sdpa_work w = ts.work(g);
       if (w.empty()) continue;
 #pragma unroll
@@ -127,15 +134,21 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
   const auto kernel = sdpa_sm90_kernel<T, C, CL>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
+  /* a programmatic dependent launch: this kernel's prologue may run under the previous
+   * kernel's tail (the kernel waits before its first global access) */
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = (unsigned)CL, attr[1].val.clusterDim.y = attr[1].val.clusterDim.z = 1;
+  lc.blockDim = dim3(C::THREADS), lc.dynamicSmemBytes = C::SMEM_BYTES, lc.stream = stream;
+  lc.attrs = attr, lc.numAttrs = CL > 1 ? 2 : 1;
   if constexpr (CL == 1) {
-    kernel<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, g);
+    lc.gridDim = dim3((unsigned)grid);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, g);
+    if (e != cudaSuccess) return e;
   } else {
-    cudaLaunchConfig_t lc = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)CL, attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    lc.blockDim = dim3(C::THREADS), lc.dynamicSmemBytes = C::SMEM_BYTES, lc.stream = stream;
-    lc.attrs = attr, lc.numAttrs = 1;
     /* a persistent grid: as many clusters as fit at once (an SM of an odd GPC stays idle),
      * asked once a device */
     static std::atomic<int> fits[64];

@@ -18,22 +18,24 @@ enum { STAGES = 2 };
 using sm90::ring_pos;
 
 /* A kernel's shape: head dims up to DP, BN key rows a tile, NC consumer warpgroups of 64
- * query rows each (BM = 64 NC rows a work tile), one producer warpgroup; setmaxnreg gives the
- * producer LOAD_REGS registers a thread and each consumer MMA_REGS. The split may not ask for
- * more than the block was launched with (THREADS x the launch bound's count: 168 or 128): an
- * increase waits for registers that the decreases gave back, and with too few it waits for
- * ever. */
-template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int CLUSTER_> struct cfg {
+ * query rows each (BM = 64 NC rows a work tile), QS Q buffers (work tile n's Q in buffer
+ * n % QS), one producer warpgroup; setmaxnreg gives the producer LOAD_REGS registers a thread
+ * and each consumer MMA_REGS. The split may not ask for more than the block was launched with
+ * (THREADS x the launch bound's count: 168 or 128): an increase waits for registers that the
+ * decreases gave back, and with too few it waits for ever. */
+template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int CLUSTER_, int QS_> struct cfg {
   static constexpr int DP = DP_, BN = BN_, NC = NC_, BM = BM_, LOAD_REGS = LOAD_REGS_, MMA_REGS = MMA_REGS_;
+  static constexpr int QS = QS_;
   static constexpr int CLUSTER = CLUSTER_; /* blocks a cluster of the _pair kernel (its row decides when) */
   static constexpr int THREADS = 128 * (NC + 1);
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
-  static constexpr int BARRIER_BYTES = 8 * (2 + 4 * STAGES);
-  static constexpr int SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
+  static constexpr int BARRIER_BYTES = 8 * (2 * QS + 4 * STAGES);
+  static constexpr int SMEM_BYTES = 1024 + QS * Q_BYTES + 2 * STAGES * KV_BYTES + BARRIER_BYTES;
   static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one block");
-  static_assert(SMEM_BYTES == OPSI_SDPA_SM90_SMEM(BM, BN, DP), "the rows' formula (sdpa_sm90_shape.h)");
+  static_assert(QS == 1 || QS == 2, "one or two Q buffers");
+  static_assert(SMEM_BYTES == OPSI_SDPA_SM90_SMEM(BM, BN, DP, QS), "the rows' formula (sdpa_sm90_shape.h)");
   static_assert(BM == 64 * NC, "64 query rows a consumer warpgroup");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "one block, or a pair sharing K / V");
   static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= THREADS * (65536 / THREADS / 8 * 8), "register split");
@@ -42,7 +44,8 @@ template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int
 /* The shape a head dim runs: sdpa_sm90_shape.h (the capability rows state the same numbers). */
 #define OPSI_SDPA_SM90_CFG(D)                                                                           \
   cfg<D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_NC, OPSI_SDPA_SM90_D##D##_BM,                 \
-      OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER>
+      OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER,   \
+      OPSI_SDPA_SM90_D##D##_QS>
 template <int DP> struct shape_of;
 template <> struct shape_of<64> { using type = OPSI_SDPA_SM90_CFG(64); };
 template <> struct shape_of<128> { using type = OPSI_SDPA_SM90_CFG(128); };
@@ -50,17 +53,17 @@ template <> struct shape_of<256> { using type = OPSI_SDPA_SM90_CFG(256); };
 #undef OPSI_SDPA_SM90_CFG
 template <int DP> using shape = typename shape_of<DP>::type;
 
-/* Shared memory, 1024-byte aligned (the 128-byte swizzle's atom): the Q tile (BM x DP), the
- * ring of STAGES K and STAGES V tiles (BN x DP each), each as DP / 64 boxes of 64 columns;
- * then the mbarriers: Q full / empty, and full / empty for each stage of K and of V. */
+/* Shared memory, 1024-byte aligned (the 128-byte swizzle's atom): QS Q tiles (BM x DP each),
+ * the ring of STAGES K and STAGES V tiles (BN x DP each), each as DP / 64 boxes of 64 columns;
+ * then the mbarriers: full / empty for each Q buffer and for each stage of K and of V. */
 template <typename C> struct smem_plan {
   uint8_t *q, *k, *v;
   uint64_t *q_full, *q_empty, *k_full, *v_full, *k_empty, *v_empty;
   __device__ __forceinline__ explicit smem_plan(uint8_t *raw) {
     q = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
-    k = q + C::Q_BYTES, v = k + STAGES * C::KV_BYTES;
-    q_full = reinterpret_cast<uint64_t *>(v + STAGES * C::KV_BYTES), q_empty = q_full + 1;
-    k_full = q_full + 2, v_full = k_full + STAGES, k_empty = v_full + STAGES, v_empty = k_empty + STAGES;
+    k = q + C::QS * C::Q_BYTES, v = k + STAGES * C::KV_BYTES;
+    q_full = reinterpret_cast<uint64_t *>(v + STAGES * C::KV_BYTES), q_empty = q_full + C::QS;
+    k_full = q_empty + C::QS, v_full = k_full + STAGES, k_empty = v_full + STAGES, v_empty = k_empty + STAGES;
   }
 };
 

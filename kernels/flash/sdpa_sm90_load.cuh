@@ -1,7 +1,7 @@
 /*
  * The Hopper attention's producer: one thread of warpgroup 0 issues every TMA load of a block.
- * For each work tile, the Q tile (once the consumers' last S of the previous tile has read
- * it: q_empty), then each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns,
+ * For each work tile, the Q tile (into its buffer once the consumers' last S of the tile that
+ * held it has read it: q_empty), then each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns,
  * 128-byte swizzled) into the ring of STAGES; K and V complete, and are handed back, on their
  * own mbarriers, and K runs a key tile ahead of V (K_t+1, then V_t): S = Q K^T starts before V
  * has landed, the next K loads as soon as S has read the last one, and V, held a tile longer
@@ -44,14 +44,17 @@ template <typename C, int CL> struct producer {
     }
   }
 
-  /* the tn-th work tile's Q, once the consumers are done with the previous one */
+  /* the tn-th work tile's Q into buffer tn % QS, once the consumers are done with the tile
+   * that held it before */
   __device__ __forceinline__ void load_q(const sdpa_work &w, int tn, int bmap) const {
     using namespace opsi::sm90;
-    mbar_wait<1000000>(sm.q_empty, (tn & 1) ^ 1);
-    mbar_expect_tx(sm.q_full, C::Q_BYTES);
+    const int qb = tn % C::QS;
+    uint8_t *dst = sm.q + qb * C::Q_BYTES;
+    mbar_wait<1000000>(&sm.q_empty[qb], ((tn / C::QS) & 1) ^ 1);
+    mbar_expect_tx(&sm.q_full[qb], C::Q_BYTES);
 #pragma unroll
     for (int c = 0; c < C::DP / 64; ++c) {
-      tma_load_4d(sm.q + c * C::BM * 128, map_q, sm.q_full, c * 64, (int32_t)(w.s.q0 + w.i_lo), w.h, bmap);
+      tma_load_4d(dst + c * C::BM * 128, map_q, &sm.q_full[qb], c * 64, (int32_t)(w.s.q0 + w.i_lo), w.h, bmap);
     }
   }
 
@@ -59,7 +62,7 @@ template <typename C, int CL> struct producer {
   __device__ __forceinline__ void run(const sdpa_geom &g, int64_t tiles) const {
     constexpr int BN = C::BN;
     int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
-    for (tile_scheduler<C::BM, BN> ts(tiles); ts.valid(); ts.advance()) {
+    for (tile_scheduler<C::BM, BN> ts(g, tiles); ts.valid(); ts.advance()) {
       const sdpa_work w = ts.work(g);
       if (w.empty()) continue;
       const sdpa_seq &s = w.s;

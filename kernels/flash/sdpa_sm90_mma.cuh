@@ -59,13 +59,13 @@ template <typename T, typename C, int CL> struct consumer {
     }
   }
 
-  __device__ __forceinline__ void issue_s(int st, float (&sc)[BN / 2]) const {
+  __device__ __forceinline__ void issue_s(uint64_t qd, int st, float (&sc)[BN / 2]) const {
     using namespace opsi::sm90;
     const uint64_t kd = desc_advance(dk, st * C::KV_BYTES);
 #pragma unroll
     for (int kk = 0; kk < DP / 16; ++kk) {
       const uint32_t off = (kk / 4) * BM * 128 + (kk % 4) * 32, koff = (kk / 4) * BN * 128 + (kk % 4) * 32;
-      wgmma<T, BN, false>::mma(sc, desc_advance(dq, off), desc_advance(kd, koff), kk > 0 ? 1u : 0u);
+      wgmma<T, BN, false>::mma(sc, desc_advance(qd, off), desc_advance(kd, koff), kk > 0 ? 1u : 0u);
     }
     wgmma_commit();
   }
@@ -119,8 +119,9 @@ template <typename T, typename C, int CL> struct consumer {
                                      uint32_t (&pa)[BN / 16][4], float (&sc)[BN / 2], float (&row_max)[2],
                                      float (&row_sum)[2]) const {
     using namespace opsi::sm90;
-    const int t_begin = w.t_begin, t_end = w.t_end;
-    mbar_wait(sm.q_full, tn & 1);
+    const int t_begin = w.t_begin, t_end = w.t_end, qb = tn % C::QS;
+    const uint64_t qd = opsi::sm90::desc_advance(dq, qb * C::Q_BYTES); /* this tile's Q buffer */
+    mbar_wait(&sm.q_full[qb], (tn / C::QS) & 1);
     if (t_end > t_begin) {
       float rs[2];
       const ring_pos<STAGES> p0{kv};
@@ -128,12 +129,12 @@ template <typename T, typename C, int CL> struct consumer {
       mbar_wait(&sm.k_full[st0], p0.full_parity());
       named_bar_sync(turn, 256); /* my turn to issue */
       wgmma_fence();
-      issue_s(st0, sc);
+      issue_s(qd, st0, sc);
       named_bar_arrive(next_turn, 256); /* the next warpgroup's turn */
       wgmma_wait<0>();
       fence_regs(sc);
       release(&sm.k_empty[st0]);
-      if (lane == 0 && t_end - t_begin == 1) mbar_arrive(sm.q_empty);
+      if (lane == 0 && t_end - t_begin == 1) mbar_arrive(&sm.q_empty[qb]);
       softmax(g, w, t_begin, sc, row_max, row_sum, rs); /* O is still 0: its rescale by these factors changes nothing */
       round_p(sc, pa);
       for (int t = t_begin + 1; t < t_end; ++t) {
@@ -142,7 +143,7 @@ template <typename T, typename C, int CL> struct consumer {
         mbar_wait(&sm.k_full[st], p.full_parity());
         named_bar_sync(turn, 256);
         wgmma_fence();
-        issue_s(st, sc);
+        issue_s(qd, st, sc);
         rescale_o(rs, o); /* by t - 1's factors, under S_t */
         mbar_wait(&sm.v_full[pst], pp.full_parity());
         wgmma_fence();
@@ -151,7 +152,7 @@ template <typename T, typename C, int CL> struct consumer {
         wgmma_wait<1>(); /* S_t has landed (K_t is free); P_{t-1} V_{t-1} may still run */
         fence_regs(sc);
         release(&sm.k_empty[st]);
-        if (lane == 0 && t == t_end - 1) mbar_arrive(sm.q_empty);
+        if (lane == 0 && t == t_end - 1) mbar_arrive(&sm.q_empty[qb]);
         softmax(g, w, t, sc, row_max, row_sum, rs);
         wgmma_wait<0>();
         fence_regs(o);
@@ -170,7 +171,7 @@ template <typename T, typename C, int CL> struct consumer {
       fence_regs(o);
       release(&sm.v_empty[pst]);
     } else if (lane == 0) {
-      mbar_arrive(sm.q_empty); /* no key: Q was not read */
+      mbar_arrive(&sm.q_empty[qb]); /* no key: Q was not read */
     }
   }
 };

@@ -3,15 +3,24 @@
  * each covers and which key tiles it reads, and the order in which a block walks them. The
  * producer and the consumers of a block each walk the same sequence.
  *
- * Work tiles are query tiles of BM rows x Hq x batch. Tile idx: query tiles last-first within
- * a head (the longest causal work first), heads, then batches, so that the blocks running at
- * once share their heads' K and V in L2. A block takes idx = blockIdx.x, + gridDim.x, ... (a
- * persistent grid when the launcher gives fewer blocks than tiles).
+ * Work tiles are query tiles of BM rows x Hq x batch, in one of two orders:
+ *  - by head: query tiles last-first within a head (the longest causal work first), heads,
+ *    then batches, so that the blocks running at once share their heads' K and V in L2;
+ *  - by length (where opsi_sdpa_sm90_by_length says so: causal or windowed tiles on a
+ *    persistent grid with room for several tiles of each KV head at once): every head's
+ *    last query tile, then every head's one before it, ..., heads of a KV head next to each
+ *    other. The tiles then run longest first over the whole call, not only within a head.
+ * A block takes one tile of each pass of gridDim.x tiles (a persistent grid when the launcher
+ * gives fewer blocks than tiles): in even passes the blockIdx.x-th, in odd ones the
+ * blockIdx.x-th from the pass's end, so that a block that drew long tiles in one pass draws
+ * short ones in the next (by length, a near-even split). The pairs of a cluster (uniform
+ * calls, even grids, by head) stay on neighbouring tiles either way.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_SCHED_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_SCHED_CUH_
 
 #include "kernels/flash/sdpa_gpu.cuh"
+#include "kernels/flash/sdpa_sm90_shape.h"
 
 namespace opsi {
 namespace fa3 {
@@ -32,11 +41,19 @@ struct sdpa_work {
   __device__ __forceinline__ bool empty() const { return i_lo >= s.sq; }
 };
 
-template <int BM, int BN> __device__ __forceinline__ sdpa_work sdpa_work_at(const sdpa_geom &g, int64_t idx) {
+template <int BM, int BN>
+__device__ __forceinline__ sdpa_work sdpa_work_at(const sdpa_geom &g, int64_t idx, bool by_length) {
   sdpa_work w;
   const int n_qt = sdpa_query_tiles<BM>(g);
-  const int64_t bh = idx / n_qt;
-  w.h = (int)(bh % g.heads_q), w.b = (int)(bh / g.heads_q), w.i_lo = (n_qt - 1 - (int)(idx - bh * n_qt)) * BM;
+  int64_t bh;
+  int r; /* the tile's rank in its head, 0 = the last query tile */
+  if (by_length) {
+    const int64_t heads = (int64_t)g.heads_q * g.batch;
+    r = (int)(idx / heads), bh = idx - (int64_t)r * heads;
+  } else {
+    bh = idx / n_qt, r = (int)(idx - bh * n_qt);
+  }
+  w.h = (int)(bh % g.heads_q), w.b = (int)(bh / g.heads_q), w.i_lo = (n_qt - 1 - r) * BM;
   w.s = sdpa_sequence(g, w.b);
   w.i_hi = min(w.i_lo + BM, w.s.sq) - 1;
   w.t_begin = w.t_end = 0;
@@ -49,13 +66,22 @@ template <int BM, int BN> __device__ __forceinline__ sdpa_work sdpa_work_at(cons
 }
 
 /* A block's walk over the call's `tiles` work tiles (sdpa_tiles, computed once a kernel):
- * for (tile_scheduler<BM, BN> ts(tiles); ts.valid(); ts.advance()). */
+ * for (tile_scheduler<BM, BN> ts(g, tiles); ts.valid(); ts.advance()). */
 template <int BM, int BN> struct tile_scheduler {
-  int64_t idx, tiles;
-  __device__ __forceinline__ explicit tile_scheduler(int64_t tiles_) : idx(blockIdx.x), tiles(tiles_) {}
+  int64_t idx, tiles, pass; /* any pass's tile index exceeds every earlier pass's of this block */
+  bool by_length;
+  __device__ __forceinline__ tile_scheduler(const sdpa_geom &g, int64_t tiles_)
+      : idx(blockIdx.x), tiles(tiles_), pass(0),
+        by_length(opsi_sdpa_sm90_by_length(g.window_left >= 0 || g.window_right >= 0, tiles_, gridDim.x, g.batch,
+                                           g.heads_q / g.group) != 0) {}
   __device__ __forceinline__ bool valid() const { return idx < tiles; }
-  __device__ __forceinline__ void advance() { idx += gridDim.x; }
-  __device__ __forceinline__ sdpa_work work(const sdpa_geom &g) const { return sdpa_work_at<BM, BN>(g, idx); }
+  __device__ __forceinline__ void advance() {
+    ++pass;
+    idx = pass * gridDim.x + ((pass & 1) != 0 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+  }
+  __device__ __forceinline__ sdpa_work work(const sdpa_geom &g) const {
+    return sdpa_work_at<BM, BN>(g, idx, by_length);
+  }
 };
 
 }  // namespace fa3

@@ -448,6 +448,8 @@ static void virtual_handles_are_checked(void **state) {
  * cluster rule; the single-block Hopper rows and the Hopper GEMM rows print their plan. */
 static void launch_variants_are_rows_or_plans(void **state) {
   (void)state;
+#define PERSISTENT "persistent: a block an SM walks the work tiles, every other pass in reverse"
+#define BY_LENGTH "persistent: a block an SM walks the work tiles longest first over all heads, every other pass in reverse"
   ops_handle v = opst_virtual_handle(90);
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
@@ -465,13 +467,14 @@ static void launch_variants_are_rows_or_plans(void **state) {
   assert_int_equal(single->reason, OPS_REASON_ELIGIBLE);
   assert_string_equal(e.plan[pair - e.verdicts], "persistent pairs: clusters of 2 blocks an SM pair, each K / V tile "
                                                  "loaded once for both (TMA multicast)");
-  assert_string_equal(e.plan[single - e.verdicts], "persistent: a block an SM walks the work tiles");
+  assert_string_equal(e.plan[single - e.verdicts], PERSISTENT);
   ops_explain_to_text(&e, text, sizeof text);
   assert_non_null(strstr(text, "; plan: persistent pairs"));
   ops_explain_to_json(&e, text, sizeof text);
-  assert_non_null(strstr(text, "\"plan\":\"persistent: a block an SM walks the work tiles\""));
+  assert_non_null(strstr(text, "\"plan\":\"" PERSISTENT "\""));
   /* causal: tiles read different keys, a feature the pair row leaves out; the single row
-   * runs a block a tile */
+   * still walks them persistent (tiles from one layout), by length (2 x 16 KV heads, 4 x 32
+   * <= 132 SMs) */
   p.causal = 1;
   OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
   pair = verdict_of(&e, "cuda_sdpa_sm90_d128_pair");
@@ -479,18 +482,28 @@ static void launch_variants_are_rows_or_plans(void **state) {
   assert_int_equal(pair->reason, OPS_REASON_FEATURE);
   assert_non_null(strstr(pair->message, "causal"));
   assert_null(e.plan[pair - e.verdicts]);
-  assert_string_equal(e.plan[single - e.verdicts], "a block a work tile, longest first");
-  /* a window as wide as the keys cuts nothing: the single row runs persistent */
+  assert_string_equal(e.plan[single - e.verdicts], BY_LENGTH);
+  /* a sliding window alike */
   p.causal = 0;
-  p.window_left = 5000;
-  OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
-  single = verdict_of(&e, "cuda_sdpa_sm90_d128");
-  assert_string_equal(e.plan[single - e.verdicts], "persistent: a block an SM walks the work tiles");
   p.window_left = 100;
   OPST_OK(ops_sdpa_explain(v, &p, &q, &q, &q, &q, NULL, &e));
   single = verdict_of(&e, "cuda_sdpa_sm90_d128");
-  assert_string_equal(e.plan[single - e.verdicts], "a block a work tile, longest first");
+  assert_string_equal(e.plan[single - e.verdicts], BY_LENGTH);
   p.window_left = -1;
+  /* varlen: the sequences' tiles differ in a way no fixed order balances; a block a tile */
+  {
+    const int64_t vs[3] = {4096, 16, 128}, cs[1] = {3};
+    ops_tensor qv = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 3, vs);
+    ops_tensor cu = desc(OPS_DTYPE_I32, ops_device_cuda(0), 1, cs);
+    p.cu_seqlens_q = p.cu_seqlens_k = &cu;
+    p.max_seqlen_q = p.max_seqlen_k = 2048;
+    OPST_OK(ops_sdpa_explain(v, &p, &qv, &qv, &qv, &qv, NULL, &e));
+    single = verdict_of(&e, "cuda_sdpa_sm90_d128");
+    assert_int_equal(single->reason, OPS_REASON_ELIGIBLE);
+    assert_string_equal(e.plan[single - e.verdicts], "a block a work tile, longest first");
+    p.cu_seqlens_q = p.cu_seqlens_k = NULL;
+    p.max_seqlen_q = p.max_seqlen_k = 0;
+  }
   /* 384 rows: 3 query tiles a head, odd */
   const int64_t odd[4] = {2, 384, 16, 128};
   ops_tensor qo = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, odd);
@@ -505,6 +518,8 @@ static void launch_variants_are_rows_or_plans(void **state) {
   assert_int_equal(info.cluster_blocks, 2);
   OPST_OK(ops_kernel_info_by_name("cuda_sdpa_sm90_d64", &info));
   assert_int_equal(info.cluster_blocks, 1);
+#undef PERSISTENT
+#undef BY_LENGTH
 
   /* GEMM: a 16-bit D goes out by TMA, an f32 one by the threads */
   const int64_t as[2] = {512, 1024}, bs[2] = {1024, 512}, ds[2] = {512, 512};

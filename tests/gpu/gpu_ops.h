@@ -18,6 +18,7 @@ void gemm_many_tiles(void **state);
 void gemm_split_k(void **state);
 void sdpa_many_tiles(void **state);
 void sdpa_wide_windows(void **state);
+void sdpa_causal_tiles(void **state);
 void sdpa_kv_cache(void **state);
 void sdpa_split_merge(void **state);
 void sdpa(void **state);

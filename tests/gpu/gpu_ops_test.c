@@ -99,6 +99,7 @@ int main(void) {
       cmocka_unit_test(gemm_tf32),
       cmocka_unit_test(sdpa_many_tiles),
       cmocka_unit_test(sdpa_wide_windows),
+      cmocka_unit_test(sdpa_causal_tiles),
       cmocka_unit_test(sdpa_kv_cache),
       cmocka_unit_test(sdpa_split_merge),
       cmocka_unit_test(sdpa),

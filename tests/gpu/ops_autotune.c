@@ -64,7 +64,8 @@ static void explain_on(ops_handle h, gcall *c, ops_explain *e) {
 }
 
 /* The launch variant each Hopper SDPA row reports running is the one explain predicts:
- * pairs for the _pair rows, persistent without a mask, a block a tile with causal. */
+ * pairs for the _pair rows, persistent without a mask, persistent with causal too (by length
+ * or head by head, as the call's KV heads and the SMs decide). */
 static void launch_plans_are_the_ones_that_ran(gcall *c, void **mem) {
   ops_handle h = NULL;
   OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));

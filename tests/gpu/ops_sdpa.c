@@ -251,6 +251,58 @@ void sdpa_many_tiles(void **state) {
   }
 }
 
+/* Causal and windowed calls with more work tiles than SMs: the Hopper kernels' persistent
+ * grid over tiles of different lengths, every other pass in reverse; by length over all
+ * heads where the call has few KV heads (2 x 4 here: 8 x 4 <= 132), head by head where it has
+ * many (9 x 4: 144 > 132). Each launch's plan is explain's (check_call). Causal 2 x 16 heads
+ * (GQA 4) x 1000 x 1000, d 128 bf16 (8 query tiles a head, 256 tiles); a sliding window
+ * (300 left, 0 right) 3 x 8 heads (GQA 4) x 1000 x 1200, d 64 f16, Dv 40 (the _d64 row: 6
+ * tiles of 192 a head, 144 tiles; the _d128 row: 8 of 128, 192); causal 9 x 8 heads (GQA 2) x
+ * 300 x 300, d 128 bf16, BHSD (3 a head, 216). Every kernel runs each (check_call); explain's
+ * choice prints its plan. */
+void sdpa_causal_tiles(void **state) {
+  (void)state;
+  static const struct {
+    int32_t dt;
+    int64_t batch, sq, sk, hq, hkv, d, dv;
+    int window_left, layout;
+    const char *label;
+  } kCase[3] = {
+      {OPS_DTYPE_BF16, 2, 1000, 1000, 16, 4, 128, 128, -1, 0,
+       "sdpa bf16 causal 2 x 16 heads (GQA 4) x 1000 x 1000, d 128, lse: 256 tiles by length"},
+      {OPS_DTYPE_F16, 3, 1000, 1200, 8, 2, 64, 40, 300, 0,
+       "sdpa f16 window (300, 0) 3 x 8 heads (GQA 4) x 1000 x 1200, d 64, Dv 40, lse: 144 / 192 tiles by length"},
+      {OPS_DTYPE_BF16, 9, 300, 300, 8, 4, 128, 128, -1, 1,
+       "sdpa bf16 causal 9 x 8 heads (GQA 2) x 300 x 300, d 128, BHSD, lse: 216 tiles head by head"},
+  };
+  for (int v = 0; v < 3; ++v) {
+    gcall c;
+    opst_tensor t[5];
+    sdpa_dense_call(&c, t, kCase[v].dt, kCase[v].batch, kCase[v].sq, kCase[v].sk, kCase[v].hq, kCase[v].hkv,
+                    kCase[v].d, kCase[v].dv, kCase[v].layout);
+    if (kCase[v].window_left >= 0) {
+      c.sdpa.window_left = kCase[v].window_left, c.sdpa.window_right = 0;
+    } else {
+      c.sdpa.causal = 1;
+    }
+    c.label = kCase[v].label;
+    check_call(&c);
+    { /* on a Hopper device (or the dry run's described H100), the walk explain names */
+      ops_explain e;
+      e.struct_size = sizeof e;
+      OPST_OK(c.run(g_gpu, &c, NULL, 0, NULL, &e));
+      assert_true(e.chosen >= 0);
+      if (strncmp(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_sm90_", 15) == 0) {
+        assert_non_null(e.plan[e.chosen]);
+        const int by_length = strstr(e.plan[e.chosen], "longest first over all heads") != NULL;
+        assert_int_equal(by_length, v < 2);
+        printf("[ PLAN     ] %s: %s: %s\n", c.label, e.verdicts[e.chosen].kernel_name, e.plan[e.chosen]);
+      }
+    }
+    free_call(&c);
+  }
+}
+
 /* Window sides of up to 2^31 - 1 keys (wider than every key: the same as none) with Sq != Sk:
  * the kernels' window edges are int sums (i + (Sk - Sq) +- a side), which such a side would
  * overflow; the launchers pass those sides as unbounded. Both kernels run (no mask). */

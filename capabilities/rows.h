@@ -103,6 +103,9 @@ typedef struct opsi_kernel_row {
                                            > 1: every block of a cluster must read the same
                                            range (the op's uniform work, dispatch/work.c) and
                                            tiled dim 0's tile count must divide by it */
+  int32_t decode_sq_max;                /* > 0: a decode kernel, which takes calls without a KV
+                                           cache only up to this many query rows (longer ones
+                                           are prefill, for the prefill kernels); 0: no bound */
   opsi_plan_fn plan;                    /* NULL: it runs one way */
   opsi_grid_fn grid;                    /* NULL: the tiling states the grid */
   opsi_parts_fn parts;                  /* NULL: not a split row */

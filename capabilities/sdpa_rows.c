@@ -200,6 +200,11 @@ static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_g
 OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
 #undef SDPA_SPLIT_FNS
 
+/* Without a KV cache the split kernels take query rows up to their largest packed tile (64
+ * rows): decode and speculative decoding. Longer queries are prefill, which the prefill
+ * kernels stream once a query tile; the split rows' cost, fitted on decode calls, does not
+ * reach there (bench/RESULTS.md: S128 and S256 calls 3-6x slower on them). */
+#define OPSI_SDPA_SPLIT_DECODE_SQ_MAX 64
 /* math: 16 rows over 16 keys a warp and a tile (_m16), 16 rows over 64 (_m64), against the
  * FlashAttention-2 kernels' 0.5; memory: _m16 streams K / V near the copy bandwidth, _m64
  * (four times the math a tile) about half of it (bench/RESULTS.md) */
@@ -256,6 +261,7 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
       .workspace_formula = "keys split in n > 1 parts (n fills a wave: sm_count x " #PER_SM " blocks): "      \
                            "none where a cluster merges them (sm_90, n <= 8), else n x tokens_q x heads_q x " \
                            "(round_up(head_dim_v, 4) + 1) x 4 bytes",                                        \
+      .decode_sq_max = OPSI_SDPA_SPLIT_DECODE_SQ_MAX,                                                       \
       .workspace = split_workspace_##SUFFIX, .plan = split_plan_##SUFFIX, .grid = split_grid_##SUFFIX,       \
       .launch = opsi_sdpa_cuda_split_##SUFFIX, .tests = OPSI_GPU_TESTS,                                      \
   }

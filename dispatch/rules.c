@@ -157,6 +157,11 @@ static int rule_shape(const opsi_problem *p, const opsi_kernel_row *r, const ops
       return 0;
     }
   }
+  if (r->decode_sq_max > 0 && !(p->flags & OPSI_F_KV_CACHE) && p->dims[OPSI_SDPA_SQ] > r->decode_sq_max) {
+    snprintf(msg, n, "is a decode kernel: without a KV cache it takes seqlen_q <= %d, got %lld (prefill)",
+             r->decode_sq_max, (long long)p->dims[OPSI_SDPA_SQ]);
+    return 0;
+  }
   if (r->parts != NULL && r->parts(p) <= 1) {
     snprintf(msg, n, "splits the reduction in 1 part here (tiles fill the device, or K is short): the "
                      "unsplit kernel runs it");

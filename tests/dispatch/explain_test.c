@@ -209,6 +209,50 @@ static void short_decode_merges_in_a_cluster(void **state) {
   }
 }
 
+/* Prefill-length queries go to the prefill kernels: the split-KV rows, decode kernels, refuse
+ * a call of more than 64 query rows without a KV cache (B64 S128 GQA 32:8 causal), and take it
+ * against a cache, where no other GPU row reads one. The Hopper row's causal tiles run
+ * persistent, head by head where the call has many KV heads (B64 x 8: more than 132 / 4), by
+ * length over all heads where it has few (B1 S16384 H16). */
+static void prefill_goes_to_prefill_kernels(void **state) {
+  (void)state;
+  ops_handle v = opst_virtual_handle(90);
+  const ops_device dev = ops_device_cuda(0);
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.causal = 1;
+  ops_explain e;
+  e.struct_size = sizeof e;
+  const int64_t qs[4] = {64, 128, 32, 128}, ks[4] = {64, 128, 8, 128}, ls[1] = {64};
+  ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
+  OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
+  assert_string_equal(chosen_name(&e), "cuda_sdpa_sm90_d128");
+  const ops_verdict *split = verdict_of(&e, "cuda_sdpa_split_d128_m64");
+  assert_int_equal(split->reason, OPS_REASON_SHAPE);
+  assert_non_null(strstr(split->message, "decode kernel: without a KV cache it takes seqlen_q <= 64, got 128"));
+  assert_string_equal(e.plan[e.chosen], "persistent: a block an SM walks the work tiles, every other pass in reverse");
+  /* the same queries against a KV cache: the split rows are the GPU's only */
+  ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls);
+  p.kv_lens = &lens;
+  OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
+  assert_int_equal(verdict_of(&e, "cuda_sdpa_split_d128_m64")->reason, OPS_REASON_ELIGIBLE);
+  assert_int_equal(verdict_of(&e, "cuda_sdpa_sm90_d128")->reason, OPS_REASON_FEATURE);
+  p.kv_lens = NULL;
+  /* 16 heads of 16384 rows: 2048 causal tiles, 16 KV heads (64 <= 132) */
+  const int64_t ls16[4] = {1, 16384, 16, 128};
+  ops_tensor ql = desc(OPS_DTYPE_BF16, dev, 4, ls16);
+  OPST_OK(ops_sdpa_explain(v, &p, &ql, &ql, &ql, &ql, NULL, &e));
+  assert_string_equal(e.plan[verdict_of(&e, "cuda_sdpa_sm90_d128") - e.verdicts],
+                      "persistent: a block an SM walks the work tiles longest first over all heads, every other "
+                      "pass in reverse");
+  /* no mask: every tile the same length, head by head */
+  p.causal = 0;
+  OPST_OK(ops_sdpa_explain(v, &p, &ql, &ql, &ql, &ql, NULL, &e));
+  assert_string_equal(e.plan[verdict_of(&e, "cuda_sdpa_sm90_d128") - e.verdicts],
+                      "persistent: a block an SM walks the work tiles, every other pass in reverse");
+  ops_handle_destroy(v);
+}
+
 static void gemm_explains_its_path_and_tile(void **state) {
   (void)state;
   const ops_device dev = ops_device_cuda(0);
@@ -542,6 +586,7 @@ int main(void) {
       cmocka_unit_test(decode_against_a_paged_cache),
       cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),
+      cmocka_unit_test(prefill_goes_to_prefill_kernels),
       cmocka_unit_test(gemm_explains_its_path_and_tile),
       cmocka_unit_test(gemm_split_parts_fit_resident_clusters),
       cmocka_unit_test(explain_names_the_kernel_that_runs),

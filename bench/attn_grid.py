@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Issue 26's attention grid: causal and short-sequence attention (bf16, [B, S, H, D]), the
+dispatcher's choice beside PyTorch's flash and cuDNN backends on the same inputs, with the
+long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py times
+(back-to-back calls after a GPU sleep, median of 5, inputs rotated past twice the L2).
+
+    python3 bench/attn_grid.py [--json FILE]                 # the grid, then the geomeans
+    python3 bench/attn_grid.py --one KERNEL B S HQ HKV D C   # 8 launches of one pinned kernel (ncu)
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import sweep  # noqa: E402  (bench/sweep.py, or the bundle's copy beside this file)
+
+# (batch, seqlen, heads q, heads kv, head dim, causal, group): "target" rows are issue 26's,
+# "short" more short-sequence shapes, "long" the regression rows (RESULTS.md's headline)
+GRID = [
+    (32, 512, 16, 16, 128, True, "target"), (16, 256, 32, 32, 128, True, "target"),
+    (8, 1024, 16, 16, 64, True, "target"), (1, 128, 32, 8, 128, True, "target"),
+    (1, 512, 32, 8, 128, True, "target"),
+    (32, 512, 16, 16, 128, False, "short"), (64, 128, 32, 8, 128, True, "short"),
+    (64, 128, 32, 8, 128, False, "short"), (16, 256, 32, 8, 128, True, "short"),
+    (16, 256, 32, 8, 64, True, "short"), (32, 512, 12, 12, 64, True, "short"),
+    (8, 1024, 32, 8, 128, True, "short"), (4, 2048, 32, 8, 128, True, "short"),
+    (1, 2048, 32, 8, 128, True, "short"), (16, 256, 8, 8, 256, True, "short"),
+    (1, 16384, 16, 16, 128, True, "long"), (4, 4096, 16, 16, 128, True, "long"),
+    (1, 16384, 16, 16, 128, False, "long"), (1, 16384, 32, 32, 64, False, "long"),
+    (1, 8192, 32, 8, 64, True, "long"), (16, 1024, 16, 16, 128, False, "long"),
+]
+
+
+def case(b, s, hq, hkv, d, causal):
+    return sweep._sdpa(b, s, s, hq, hkv, d, causal)
+
+
+def one(torch, opslib, name, b, s, hq, hkv, d, causal):
+    q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
+    o = torch.empty_like(q)
+    h = opslib.Handle("cuda:0")
+    h.pin_kernel(name)
+    for _ in range(8):
+        opslib.sdpa(q, k, v, causal=causal, out=o, handle=h)
+    torch.cuda.synchronize()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--one", nargs=7, metavar=("KERNEL", "B", "S", "HQ", "HKV", "D", "CAUSAL"))
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("attn_grid.py: needs PyTorch (its flash and cuDNN backends are the comparison); nothing to measure")
+        return 0
+    if not torch.cuda.is_available():
+        print("attn_grid.py: no CUDA device; nothing to measure")
+        return 0
+    import opslib
+    if args.one:
+        one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
+        return 0
+    props = torch.cuda.get_device_properties(0)
+    timer = sweep.Timer(torch, 0.05)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(11)
+    out = {"device": torch.cuda.get_device_name(0), "opslib": opslib.version(), "commit": sweep.git_commit(),
+           "rows": []}
+    ratios = {}
+    bad = []
+    for b, s, hq, hkv, d, causal, group in GRID:
+        c = case(b, s, hq, hkv, d, causal)
+        sets = sweep.input_sets(torch, c, gen, props.L2_cache_size)
+        h = opslib.Handle("cuda:0")
+        choice, kernels = sweep.explained(opslib, c, sets[0], h)
+        sweep.opslib_call(opslib, c, sets[0], handle=h)
+        torch.cuda.synchronize()
+        t_ops = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets)
+        best, best_name, errs = None, None, {}
+        for name, fn in sweep.torch_calls(torch, c).items():
+            if name == "efficient":
+                continue
+            try:
+                ref = fn(sets[0])
+                t = timer.time(fn, sets)
+            except RuntimeError as e:  # a backend that does not take the shape
+                errs[name] = str(e).split("\n")[0][:80]
+                continue
+            if best is None or t < best:
+                best, best_name, ref_best = t, name, ref
+        err = sweep.rel_err(sweep.opslib_output(c, sets[0]), ref_best) if best is not None else float("nan")
+        _, flops = sweep.work(c)
+        ratio = best / t_ops if best else float("nan")
+        ratios.setdefault(group, []).append(ratio)
+        row = {"b": b, "s": s, "hq": hq, "hkv": hkv, "d": d, "causal": causal, "group": group, "choice": choice,
+               "plan": kernels.get(choice, {}).get("plan"), "us": t_ops, "tflops": flops / t_ops / 1e6,
+               "torch_us": best, "torch_backend": best_name, "torch_errors": errs, "rel_err": err}
+        out["rows"].append(row)
+        if not err <= 2e-2:
+            bad.append(row)
+        print(f"{group:<6} b{b:<3} s{s:<6} h{hq}:{hkv:<3} d{d:<4} {'causal' if causal else '      '} "
+              f"{choice:<26} {t_ops:8.1f} us {flops / t_ops / 1e6:6.1f} TF/s  {best_name} {best:8.1f}  "
+              f"{ratio:.2f}x  err {err:.1e}", flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    for group, r in ratios.items():
+        g = math.exp(sum(map(math.log, r)) / len(r))
+        out[f"geomean_{group}"], out[f"min_{group}"] = g, min(r)
+        print(f"{group}: {len(r)} shapes, geomean {g:.3f}x of PyTorch's best, min {min(r):.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    for r in bad:
+        print(f"DIFFERS from PyTorch: b{r['b']} s{r['s']} h{r['hq']}:{r['hkv']} d{r['d']}: {r['choice']} "
+              f"rel err {r['rel_err']}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

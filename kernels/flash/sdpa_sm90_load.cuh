@@ -58,19 +58,39 @@ template <typename C, int CL> struct producer {
     }
   }
 
-  /* every work tile of the block, in the scheduler's order */
+  /* the scheduler's next non-empty work tile from ts on (ts moves to it); false past the end */
+  __device__ __forceinline__ static bool next_work(const sdpa_geom &g, tile_scheduler<C::BM, C::BN> &ts,
+                                                   sdpa_work &w) {
+    for (; ts.valid(); ts.advance()) {
+      w = ts.work(g);
+      if (!w.empty()) return true;
+    }
+    return false;
+  }
+
+  /* every work tile of the block, in the scheduler's order. With two Q buffers the next tile's
+   * Q goes out right after this tile's first K (its buffer frees once the previous tile's last
+   * S has read it, as the second K's stage does): a tile ahead of where it would come in the
+   * order of the keys. */
   __device__ __forceinline__ void run(const sdpa_geom &g, int64_t tiles) const {
     constexpr int BN = C::BN;
     int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
-    for (tile_scheduler<C::BM, BN> ts(g, tiles); ts.valid(); ts.advance()) {
-      const sdpa_work w = ts.work(g);
-      if (w.empty()) continue;
+    tile_scheduler<C::BM, BN> ts(g, tiles);
+    sdpa_work w;
+    bool have = next_work(g, ts, w);
+    if (C::QS > 1 && have) load_q(w, 0, g.cu_q == nullptr ? w.b : 0);
+    while (have) {
+      tile_scheduler<C::BM, BN> ts_next = ts;
+      ts_next.advance();
+      sdpa_work wn;
+      const bool have_next = C::QS > 1 && next_work(g, ts_next, wn);
       const sdpa_seq &s = w.s;
       const int hk = w.h / g.group, bmap = g.cu_q == nullptr ? w.b : 0; /* varlen maps: batch axis of 1 */
       const int t_begin = w.t_begin, t_end = w.t_end;
-      load_q(w, tn, bmap);
+      if (C::QS == 1) load_q(w, tn, bmap);
       for (int t = t_begin; t < t_end; ++t, ++kv) {
         load_kv(map_k, sm.k, sm.k_full, sm.k_empty, ring_pos<STAGES>{kv}, (int32_t)(s.k0 + t * BN), hk, bmap);
+        if (t == t_begin && have_next) load_q(wn, tn + 1, g.cu_q == nullptr ? wn.b : 0);
         if (t > t_begin) {
           load_kv(map_v, sm.v, sm.v_full, sm.v_empty, ring_pos<STAGES>{kv - 1}, (int32_t)(s.k0 + (t - 1) * BN), hk,
                   bmap);
@@ -79,8 +99,16 @@ template <typename C, int CL> struct producer {
       if (t_end > t_begin) {
         load_kv(map_v, sm.v, sm.v_full, sm.v_empty, ring_pos<STAGES>{kv - 1}, (int32_t)(s.k0 + (t_end - 1) * BN), hk,
                 bmap);
+      } else if (have_next) {
+        load_q(wn, tn + 1, g.cu_q == nullptr ? wn.b : 0); /* a tile without keys */
       }
       ++tn;
+      if (C::QS == 1) {
+        ts.advance();
+        have = next_work(g, ts, w);
+      } else {
+        ts = ts_next, w = wn, have = have_next;
+      }
     }
   }
 };

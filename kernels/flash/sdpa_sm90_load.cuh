@@ -1,7 +1,8 @@
 /*
  * The Hopper attention's producer: one thread of warpgroup 0 issues every TMA load of a block.
- * For each work tile, the Q tile (into its buffer once the consumers' last S of the tile that
- * held it has read it: q_empty), then each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns,
+ * For each work tile, its Q (into its buffer once the consumers' last S of the tile that held
+ * it has read it: q_empty; with two buffers a tile ahead, right after the previous tile's
+ * first K), then each key tile's K and V (BN rows x DP, as DP / 64 boxes of 64 columns,
  * 128-byte swizzled) into the ring of STAGES; K and V complete, and are handed back, on their
  * own mbarriers, and K runs a key tile ahead of V (K_t+1, then V_t): S = Q K^T starts before V
  * has landed, the next K loads as soon as S has read the last one, and V, held a tile longer

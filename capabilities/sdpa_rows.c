@@ -63,12 +63,12 @@
 #define SDPA_SM90_ROW(ID, NAME, D, CL)                                                                           \
   SDPA_SM90_ROW_X(ID, "cuda_sdpa_sm90_" #NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM,           \
                   OPSI_SDPA_SM90_D##D##_NC, OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, CL, \
-                  OPSI_SDPA_SM90_D##D##_QS,                                                                      \
+                  OPSI_SDPA_SM90_D##D##_QS,                                                                  \
                   SDPA_SM90_UNIFORM_FLAGS | ((CL) > 1 ? 0 : OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_VARLEN),     \
                   0.45f, opsi_sdpa_cuda_sm90_##NAME),
 #define SDPA_SM90_UNIFORM_FLAGS (OPSI_F_GQA | OPSI_F_LSE | OPSI_F_DV_NE_D)
 #define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
-#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH)               \
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH)    \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -82,7 +82,7 @@
                 {"consumers", 4 * NC, "setmaxnreg " #MMA_REGS ": 64 query rows each, wgmma S and P V, online "   \
                                       "softmax, in a ring of turns"}},                                       \
       .stages = 2,                                                                                           \
-      .smem_layout = "Q " #QS " buffer(s) of " #BM "x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as "   \
+      .smem_layout = "Q " #QS " buffer(s) of " #BM "x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as " \
                      "boxes of 64 columns, 128-byte swizzle, 1024-byte aligned; mbarriers full / empty a "  \
                      "Q buffer and a K and a V stage",                                                     \
       .smem_bytes = OPSI_SDPA_SM90_SMEM(BM, BN, DP, QS), .threads = 128 * (NC + 1), .vector_bytes = 16,   \
@@ -91,7 +91,8 @@
                          "in order (f32)",                                                                   \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
       .tiling = SDPA_TILING(BM, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                          \
-      .tests = OPSI_GPU_TESTS, .cluster = CLUSTER, .plan = CLUSTER > 1 ? sm90_pair_plan : sm90_plan_##DP,     \
+      .tests = OPSI_GPU_TESTS, .cluster = CLUSTER,                                                         \
+      .plan = CLUSTER > 1 ? sm90_pair_plan : sm90_plan_##DP,                                                 \
   }
 
 int opsi_uniform_work(const opsi_problem *p) {
@@ -110,10 +111,12 @@ int opsi_sdpa_persistent(const opsi_problem *p) {
 static const char *sm90_plan(const opsi_problem *p, int64_t bm) {
   if (!opsi_sdpa_persistent(p)) return OPSI_SDPA_SM90_PLAN_TILE;
   const int64_t *d = p->dims;
-  const double tiles = ceil((double)d[OPSI_SDPA_SQ] / (double)bm) * (double)d[OPSI_SDPA_HQ] * (double)d[OPSI_SDPA_B];
+  const double tiles =
+      ceil((double)d[OPSI_SDPA_SQ] / (double)bm) * (double)d[OPSI_SDPA_HQ] * (double)d[OPSI_SDPA_B];
   const int64_t grid = p->sm_count > 0 ? p->sm_count : 1;
-  const int by_length = opsi_sdpa_sm90_by_length(!opsi_uniform_work(p), tiles < 0x1p62 ? (int64_t)tiles : INT64_MAX,
-                                                 grid, d[OPSI_SDPA_B], d[OPSI_SDPA_HKV]);
+  const int64_t t = tiles < 0x1p62 ? (int64_t)tiles : INT64_MAX;
+  const int by_length =
+      opsi_sdpa_sm90_by_length(!opsi_uniform_work(p), t, grid, d[OPSI_SDPA_B], d[OPSI_SDPA_HKV]);
   return by_length ? OPSI_SDPA_SM90_PLAN_BY_LENGTH : OPSI_SDPA_SM90_PLAN_PERSISTENT;
 }
 static const char *sm90_plan_64(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_BM); }

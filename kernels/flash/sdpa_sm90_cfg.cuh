@@ -23,7 +23,8 @@ using sm90::ring_pos;
  * and each consumer MMA_REGS. The split may not ask for more than the block was launched with
  * (THREADS x the launch bound's count: 168 or 128): an increase waits for registers that the
  * decreases gave back, and with too few it waits for ever. */
-template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int CLUSTER_, int QS_> struct cfg {
+template <int DP_, int BN_, int NC_, int BM_, int LOAD_REGS_, int MMA_REGS_, int CLUSTER_, int QS_>
+struct cfg {
   static constexpr int DP = DP_, BN = BN_, NC = NC_, BM = BM_, LOAD_REGS = LOAD_REGS_, MMA_REGS = MMA_REGS_;
   static constexpr int QS = QS_;
   static constexpr int CLUSTER = CLUSTER_; /* blocks a cluster of the _pair kernel (its row decides when) */

@@ -55,7 +55,8 @@ template <typename C, int CL> struct producer {
     mbar_expect_tx(&sm.q_full[qb], C::Q_BYTES);
 #pragma unroll
     for (int c = 0; c < C::DP / 64; ++c) {
-      tma_load_4d(dst + c * C::BM * 128, map_q, &sm.q_full[qb], c * 64, (int32_t)(w.s.q0 + w.i_lo), w.h, bmap);
+      tma_load_4d(dst + c * C::BM * 128, map_q, &sm.q_full[qb], c * 64, (int32_t)(w.s.q0 + w.i_lo), w.h,
+                  bmap);
     }
   }
 

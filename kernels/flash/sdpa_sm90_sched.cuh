@@ -72,8 +72,8 @@ template <int BM, int BN> struct tile_scheduler {
   bool by_length;
   __device__ __forceinline__ tile_scheduler(const sdpa_geom &g, int64_t tiles_)
       : idx(blockIdx.x), tiles(tiles_), pass(0),
-        by_length(opsi_sdpa_sm90_by_length(g.window_left >= 0 || g.window_right >= 0, tiles_, gridDim.x, g.batch,
-                                           g.heads_q / g.group) != 0) {}
+        by_length(opsi_sdpa_sm90_by_length(g.window_left >= 0 || g.window_right >= 0, tiles_, gridDim.x,
+                                           g.batch, g.heads_q / g.group) != 0) {}
   __device__ __forceinline__ bool valid() const { return idx < tiles; }
   __device__ __forceinline__ void advance() {
     ++pass;

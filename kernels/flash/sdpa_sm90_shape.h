@@ -53,7 +53,8 @@
  * head by head. The _pair kernels (uniform calls: every tile reads the same keys) run
  * persistent in clusters of two. Varlen and cache calls: a block a tile, longest first,
  * balanced by the hardware. */
-#define OPSI_SDPA_SM90_PLAN_PERSISTENT "persistent: a block an SM walks the work tiles, every other pass in reverse"
+#define OPSI_SDPA_SM90_PLAN_PERSISTENT \
+  "persistent: a block an SM walks the work tiles, every other pass in reverse"
 #define OPSI_SDPA_SM90_PLAN_BY_LENGTH                                                                  \
   "persistent: a block an SM walks the work tiles longest first over all heads, every other pass in " \
   "reverse"

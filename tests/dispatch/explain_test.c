@@ -229,8 +229,10 @@ static void prefill_goes_to_prefill_kernels(void **state) {
   assert_string_equal(chosen_name(&e), "cuda_sdpa_sm90_d128");
   const ops_verdict *split = verdict_of(&e, "cuda_sdpa_split_d128_m64");
   assert_int_equal(split->reason, OPS_REASON_SHAPE);
-  assert_non_null(strstr(split->message, "decode kernel: without a KV cache it takes seqlen_q <= 64, got 128"));
-  assert_string_equal(e.plan[e.chosen], "persistent: a block an SM walks the work tiles, every other pass in reverse");
+  assert_non_null(
+      strstr(split->message, "decode kernel: without a KV cache it takes seqlen_q <= 64, got 128"));
+  assert_string_equal(e.plan[e.chosen],
+                      "persistent: a block an SM walks the work tiles, every other pass in reverse");
   /* the same queries against a KV cache: the split rows are the GPU's only */
   ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls);
   p.kv_lens = &lens;
@@ -243,8 +245,8 @@ static void prefill_goes_to_prefill_kernels(void **state) {
   ops_tensor ql = desc(OPS_DTYPE_BF16, dev, 4, ls16);
   OPST_OK(ops_sdpa_explain(v, &p, &ql, &ql, &ql, &ql, NULL, &e));
   assert_string_equal(e.plan[verdict_of(&e, "cuda_sdpa_sm90_d128") - e.verdicts],
-                      "persistent: a block an SM walks the work tiles longest first over all heads, every other "
-                      "pass in reverse");
+                      "persistent: a block an SM walks the work tiles longest first over all heads, "
+                      "every other pass in reverse");
   /* no mask: every tile the same length, head by head */
   p.causal = 0;
   OPST_OK(ops_sdpa_explain(v, &p, &ql, &ql, &ql, &ql, NULL, &e));
@@ -493,7 +495,8 @@ static void virtual_handles_are_checked(void **state) {
 static void launch_variants_are_rows_or_plans(void **state) {
   (void)state;
 #define PERSISTENT "persistent: a block an SM walks the work tiles, every other pass in reverse"
-#define BY_LENGTH "persistent: a block an SM walks the work tiles longest first over all heads, every other pass in reverse"
+#define BY_LENGTH \
+  "persistent: a block an SM walks the work tiles longest first over all heads, every other pass in reverse"
   ops_handle v = opst_virtual_handle(90);
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);

@@ -271,7 +271,8 @@ void sdpa_causal_tiles(void **state) {
       {OPS_DTYPE_BF16, 2, 1000, 1000, 16, 4, 128, 128, -1, 0,
        "sdpa bf16 causal 2 x 16 heads (GQA 4) x 1000 x 1000, d 128, lse: 256 tiles by length"},
       {OPS_DTYPE_F16, 3, 1000, 1200, 8, 2, 64, 40, 300, 0,
-       "sdpa f16 window (300, 0) 3 x 8 heads (GQA 4) x 1000 x 1200, d 64, Dv 40, lse: 144 / 192 tiles by length"},
+       "sdpa f16 window (300, 0) 3 x 8 heads (GQA 4) x 1000 x 1200, d 64, Dv 40, lse: 144 / 192 tiles by "
+       "length"},
       {OPS_DTYPE_BF16, 9, 300, 300, 8, 4, 128, 128, -1, 1,
        "sdpa bf16 causal 9 x 8 heads (GQA 2) x 300 x 300, d 128, BHSD, lse: 216 tiles head by head"},
   };

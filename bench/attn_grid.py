@@ -55,15 +55,10 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--one", nargs=7, metavar=("KERNEL", "B", "S", "HQ", "HKV", "D", "CAUSAL"))
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("attn_grid.py: needs PyTorch (its flash and cuDNN backends are the comparison); nothing to measure")
+    found = sweep.torch_and_opslib("attn_grid.py", "its flash and cuDNN backends are the comparison")
+    if found is None:
         return 0
-    if not torch.cuda.is_available():
-        print("attn_grid.py: no CUDA device; nothing to measure")
-        return 0
-    import opslib
+    torch, opslib = found
     if args.one:
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0

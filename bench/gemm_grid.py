@@ -36,15 +36,10 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--one", nargs=4, metavar=("KERNEL", "M", "N", "K"))
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gemm_grid.py: needs PyTorch (torch.matmul is the comparison); nothing to measure")
+    found = sweep.torch_and_opslib("gemm_grid.py", "torch.matmul is the comparison")
+    if found is None:
         return 0
-    if not torch.cuda.is_available():
-        print("gemm_grid.py: no CUDA device; nothing to measure")
-        return 0
-    import opslib
+    torch, opslib = found
     if args.one:
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0

@@ -611,6 +611,21 @@ def reestimate(result, opslib, sm):
     return result
 
 
+def torch_and_opslib(script, why):
+    """(torch, opslib) where the host has PyTorch and a CUDA device; else None, having said why
+    `script` measures nothing (`why`: what PyTorch is there for)."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{script}: needs PyTorch ({why}); nothing to measure")
+        return None
+    if not torch.cuda.is_available():
+        print(f"{script}: no CUDA device; nothing to measure")
+        return None
+    import opslib
+    return torch, opslib
+
+
 def git_commit():
     """The measured library's commit: the GPU bundle's BUILD_INFO beside this script (the
     device's checkout may be another commit), else git, else OPSLIB_COMMIT."""

@@ -9,7 +9,6 @@ long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py t
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -62,17 +61,12 @@ def main():
     if args.one:
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0
-    props = torch.cuda.get_device_properties(0)
-    timer = sweep.Timer(torch, 0.05)
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(11)
-    out = {"device": torch.cuda.get_device_name(0), "opslib": opslib.version(), "commit": sweep.git_commit(),
-           "rows": []}
+    l2, timer, gen, out = sweep.grid_session(torch, opslib)
     ratios = {}
     bad = []
     for b, s, hq, hkv, d, causal, group in GRID:
         c = case(b, s, hq, hkv, d, causal)
-        sets = sweep.input_sets(torch, c, gen, props.L2_cache_size)
+        sets = sweep.input_sets(torch, c, gen, l2)
         h = opslib.Handle("cuda:0")
         choice, kernels = sweep.explained(opslib, c, sets[0], h)
         sweep.opslib_call(opslib, c, sets[0], handle=h)
@@ -106,7 +100,7 @@ def main():
         del sets
         torch.cuda.empty_cache()
     for group, r in ratios.items():
-        g = math.exp(sum(map(math.log, r)) / len(r))
+        g = sweep.geomean(r)
         out[f"geomean_{group}"], out[f"min_{group}"] = g, min(r)
         print(f"{group}: {len(r)} shapes, geomean {g:.3f}x of PyTorch's best, min {min(r):.2f}x")
     if args.json:

@@ -8,7 +8,6 @@ the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/s
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -43,17 +42,12 @@ def main():
     if args.one:
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0
-    props = torch.cuda.get_device_properties(0)
-    timer = sweep.Timer(torch, 0.05)
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(11)
-    out = {"device": torch.cuda.get_device_name(0), "opslib": opslib.version(), "commit": sweep.git_commit(),
-           "rows": []}
+    l2, timer, gen, out = sweep.grid_session(torch, opslib)
     ratios = []
     for n, k in SHAPES:
         for m in MS:
             c = {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "id": f"m{m} n{n} k{k}"}
-            sets = sweep.input_sets(torch, c, gen, props.L2_cache_size)
+            sets = sweep.input_sets(torch, c, gen, l2)
             h = opslib.Handle("cuda:0")
             choice = sweep.explained(opslib, c, sets[0], h)[0]
             ref = torch.matmul(sets[0]["a"], sets[0]["b"])
@@ -69,7 +63,7 @@ def main():
                   f"{t_torch / t_ops:.2f}x  err {err:.1e}", flush=True)
             del sets
             torch.cuda.empty_cache()
-    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    g = sweep.geomean(ratios)
     out["geomean"], out["min"] = g, min(ratios)
     print(f"{len(ratios)} shapes: geomean {g:.3f}x, min {min(ratios):.2f}x, below 0.9: {sum(r < 0.9 for r in ratios)}")
     if args.json:

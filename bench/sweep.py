@@ -626,6 +626,17 @@ def torch_and_opslib(script, why):
     return torch, opslib
 
 
+def grid_session(torch, opslib):
+    """What the grid scripts (attn_grid.py, gemm_grid.py) start from: the L2 size that sizes their
+    input sets, sweep's timer (0.05 s cool-down), a generator of fixed seed, and the result's
+    header with no rows yet."""
+    timer = Timer(torch, 0.05)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(11)
+    out = {"device": torch.cuda.get_device_name(0), "opslib": opslib.version(), "commit": git_commit(), "rows": []}
+    return torch.cuda.get_device_properties(0).L2_cache_size, timer, gen, out
+
+
 def git_commit():
     """The measured library's commit: the GPU bundle's BUILD_INFO beside this script (the
     device's checkout may be another commit), else git, else OPSLIB_COMMIT."""

@@ -18,6 +18,7 @@
 /* gemm_kernels.h's list entry X(ID, NAME, BN), in gemm_shape.h's shape; SM90_ROW_X expands
  * the shape's macros, SM90_ROW_ prints the numbers. The cost model's efficiency by BN: */
 #define SM90_EFF_256 0.80f
+#define SM90_EFF_192 0.78f
 #define SM90_EFF_128 0.76f
 #define SM90_EFF_64 0.70f
 #define SM90_ROW(ID, NAME, BN)                                                                                 \

@@ -7,7 +7,7 @@ instantiate. Run it from the repository root after changing SHAPES:
     python3 tools/gen_wgmma.py > kernels/common/wgmma_ops.cuh
 """
 
-SHAPES = (64, 128, 256)
+SHAPES = (64, 128, 192, 256)
 DTYPES = (("__nv_bfloat16", "bf16"), ("__half", "f16"))
 
 

@@ -22,7 +22,8 @@
 #define OPSI_GEMM_SM90_KERNELS(X)                               \
   X(OPSI_KERNEL_CUDA_GEMM_SM90_128X256, 128x256, 256)           \
   X(OPSI_KERNEL_CUDA_GEMM_SM90_128X128, 128x128, 128)           \
-  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X64, 128x64, 64)
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X64, 128x64, 64)              \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X192, 128x192, 192)
 
 /* X(ID, NAME, BN): the split-K rows over the instantiations above (tiles of 128 x BN, K
  * split by gemm_shape.h's opsi_gemm_splitk_parts, the parts of a tile a cluster); no sources

@@ -17,10 +17,14 @@
 #define OPSI_GEMM_SM90_LOAD_REGS 40
 #define OPSI_GEMM_SM90_MMA_REGS 232
 #define OPSI_GEMM_SM90_STAGES_256 4
+#define OPSI_GEMM_SM90_STAGES_192 4
 #define OPSI_GEMM_SM90_STAGES_128 6
 #define OPSI_GEMM_SM90_STAGES_64 8
-#define OPSI_GEMM_SM90_STAGES(BN) \
-  ((BN) == 256 ? OPSI_GEMM_SM90_STAGES_256 : (BN) == 128 ? OPSI_GEMM_SM90_STAGES_128 : OPSI_GEMM_SM90_STAGES_64)
+#define OPSI_GEMM_SM90_STAGES(BN)                                                                           \
+  ((BN) == 256 ? OPSI_GEMM_SM90_STAGES_256                                                                  \
+   : (BN) == 192 ? OPSI_GEMM_SM90_STAGES_192                                                                \
+   : (BN) == 128 ? OPSI_GEMM_SM90_STAGES_128                                                                \
+                 : OPSI_GEMM_SM90_STAGES_64)
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)
 /* dynamic shared memory: swizzle-atom slack, the stages (A BM x BK, B BN x BK, 16-bit), two

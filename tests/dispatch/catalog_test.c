@@ -207,6 +207,7 @@ static void shipped_kernel_ids_never_change(void **state) {
       {1700, "cpu_kv_cache_append_ref"}, {1701, "cuda_kv_cache_append_vec16"}, {1702, "cuda_kv_cache_append_strided"},
       {210, "cuda_gemm_sm90_128x128_splitk"}, {211, "cuda_gemm_sm90_128x256_splitk"},
       {212, "cuda_gemm_sm90_128x64"}, {213, "cuda_gemm_sm90_128x64_splitk"},
+      {214, "cuda_gemm_sm90_128x192"},
       {1800, "cpu_sdpa_backward_ref"}, {1801, "cuda_sdpa_backward_mma_d64"}, {1802, "cuda_sdpa_backward_mma_d128"},
       {1803, "cuda_sdpa_backward_sm90_d64"}, {1804, "cuda_sdpa_backward_sm90_d128"},
       {1805, "cuda_sdpa_backward_sm90_det_d64"}, {1806, "cuda_sdpa_backward_sm90_det_d128"},

@@ -122,9 +122,24 @@ static ops_status unsupported(const opsi_vctx *v, const opsi_problem *p) {
     snprintf(where, sizeof where, "cpu");
   }
   opsi_fail(OPS_ERR_UNSUPPORTED, "%s: no kernel of this build supports the call on %s;", v->fn, where);
+  /* the rows refused for a reason of their own first (a pinned row's is the one that
+   * matters), then, by name alone, the rows a pin left out: the message stays within its
+   * buffer however many rows the op has */
+  int left_out = 0;
   for (int i = 0; i < count; ++i) {
+    if (verdicts[i].reason == OPS_REASON_NOT_PINNED) {
+      ++left_out;
+      continue;
+    }
     opsi_append_error(" %s [%s]: %s;", verdicts[i].kernel_name, ops_reason_name((ops_reason)verdicts[i].reason),
                       verdicts[i].message);
+  }
+  if (left_out > 0) {
+    opsi_append_error(" kernel id %d is pinned for this op (ops_handle_pin_kernel / OPSLIB_FORCE_KERNEL), leaving out",
+                      (int)pinned_for(v, p->op));
+    for (int i = 0; i < count; ++i) {
+      if (verdicts[i].reason == OPS_REASON_NOT_PINNED) opsi_append_error(" %s [not_pinned];", verdicts[i].kernel_name);
+    }
   }
   return OPS_ERR_UNSUPPORTED;
 }

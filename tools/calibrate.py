@@ -20,13 +20,18 @@ padding, the blocks and waves of its tiling. The model (dispatch/cost.c, calibra
 is fitted per kernel by minimizing the squared log error over those shapes (Nelder-Mead on
 the logs of the coefficients; plain Python, no dependency). Kernels without tiling run one
 wave: their fixed cost is launch_us alone and their math rate stays the row's (tflops 0).
-Kernels measured on fewer than MIN_SHAPES shapes are left to the row's efficiency.
+Kernels measured on fewer than MIN_SHAPES shapes are left to the row's efficiency; kernels
+a sweep timed that this build's catalog (capabilities/kernel_ids.h) no longer has (rows
+measured and dropped) are left out.
 """
 import argparse
 import json
 import math
 import os
+import re
 import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 MIN_SHAPES = 2
 # A fitted bandwidth is held to this multiple of the sweep's copy bandwidth: the op's minimal
@@ -171,7 +176,12 @@ def main():
             for kname, samples in samples_of(res).items():
                 if kname.startswith(prefix):
                     merged[kname] = samples
+    with open(os.path.join(ROOT, "capabilities", "kernel_ids.h")) as f:
+        catalog = {m.lower() for m in re.findall(r"OPSI_KERNEL_(\w+) =", f.read())}
     for kname, samples in sorted(merged.items()):
+        if kname not in catalog:
+            print(f"calibrate: {kname}: not in this build's catalog (kernel_ids.h): left out", file=sys.stderr)
+            continue
         if len(samples) < MIN_SHAPES:
             print(f"calibrate: {kname}: {len(samples)} shape(s), fewer than {MIN_SHAPES}: left to its row",
                   file=sys.stderr)

@@ -274,7 +274,7 @@ static void gemm_explains_its_path_and_tile(void **state) {
       {4096, 4096, 4096, 2, 1, 0, h90, "cuda_gemm_mma", "[strided]"}, /* A's rows backwards: no TMA map */
       {64, 4096, 14336, 0, 1, 0, h90, "cuda_gemm_sm90_128x64_splitk", ""}, /* few tiles, long K: split (sweep) */
       {14336, 1, 4096, 0, 0, 0, h90, "cuda_gemv_n1", ""},
-      {1, 14336, 4096, 0, 1, 0, h90, "cuda_gemv_m1", ""},
+      {1, 4096, 4096, 0, 1, 0, h90, "cuda_gemv_m1", ""},
       {4096, 4096, 4096, 0, 1, 0, h80, "cuda_gemm_mma_cp", ""},
       {4096, 4096, 4096, 0, 0, 0, h80, "cuda_gemm_mma_cp", "[b_n_major]"},
       {4096, 4096, 4096, 1, 1, 0, h80, "cuda_gemm_mma", "[a_m_major]"},

@@ -4,6 +4,7 @@ the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/s
 (back-to-back calls after a GPU sleep, median of 5, inputs rotated past twice the L2).
 
     python3 bench/gemm_grid.py [--json FILE]            # the 42 shapes, then the geomean
+    python3 bench/gemm_grid.py --pinned [--ms 256,512]  # also every eligible Hopper row, pinned
     python3 bench/gemm_grid.py --one KERNEL M N K        # 8 launches of one pinned kernel (for ncu)
 """
 import argparse
@@ -34,6 +35,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None)
     ap.add_argument("--one", nargs=4, metavar=("KERNEL", "M", "N", "K"))
+    ap.add_argument("--pinned", action="store_true", help="time every eligible cuda_gemm_sm90 row too")
+    ap.add_argument("--ms", default=",".join(map(str, MS)), help="the M values (default: all)")
     args = ap.parse_args()
     found = sweep.torch_and_opslib("gemm_grid.py", "torch.matmul is the comparison")
     if found is None:
@@ -45,11 +48,11 @@ def main():
     l2, timer, gen, out = sweep.grid_session(torch, opslib)
     ratios = []
     for n, k in SHAPES:
-        for m in MS:
+        for m in (int(x) for x in args.ms.split(",")):
             c = {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "id": f"m{m} n{n} k{k}"}
             sets = sweep.input_sets(torch, c, gen, l2)
             h = opslib.Handle("cuda:0")
-            choice = sweep.explained(opslib, c, sets[0], h)[0]
+            choice, eligible = sweep.explained(opslib, c, sets[0], h)
             ref = torch.matmul(sets[0]["a"], sets[0]["b"])
             sweep.opslib_call(opslib, c, sets[0], handle=h)
             torch.cuda.synchronize()
@@ -57,10 +60,20 @@ def main():
             t_torch = timer.time(lambda t: torch.matmul(t["a"], t["b"]), sets)
             t_ops = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets)
             ratios.append(t_torch / t_ops)
-            out["rows"].append({"m": m, "n": n, "k": k, "choice": choice, "us": t_ops, "torch_us": t_torch,
-                                "rel_err": err})
+            row = {"m": m, "n": n, "k": k, "choice": choice, "us": t_ops, "torch_us": t_torch, "rel_err": err}
             print(f"m{m:<4} n{n:<6} k{k:<6} {choice:<32} {t_ops:7.1f} us  matmul {t_torch:7.1f}  "
                   f"{t_torch / t_ops:.2f}x  err {err:.1e}", flush=True)
+            if args.pinned:
+                row["pinned"] = {}
+                for name in sorted(x for x in eligible if x.startswith("cuda_gemm_sm90")):
+                    hp = opslib.Handle("cuda:0")
+                    hp.pin_kernel(name)
+                    row["pinned"][name] = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=hp), sets)
+                best = min(row["pinned"], key=row["pinned"].get)
+                print("    " + "  ".join(f"{x[15:]} {us:.1f}" for x, us in sorted(row["pinned"].items(),
+                                                                               key=lambda kv: kv[1])),
+                      f"| best {row['pinned'][best]:.1f} = {t_torch / row['pinned'][best]:.2f}x", flush=True)
+            out["rows"].append(row)
             del sets
             torch.cuda.empty_cache()
     g = sweep.geomean(ratios)

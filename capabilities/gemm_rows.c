@@ -23,7 +23,7 @@
 #define SM90_EFF_64 0.70f
 #define SM90_ROW(ID, NAME, BN)                                                                                 \
   SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
-             OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME),
+             OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_##BN),
 #define SM90_ROW_X(...) SM90_ROW_(__VA_ARGS__)
 /* What every row of the Hopper kernel shares, split or not: the calls it takes, its block,
  * its cost unit and tiling. */
@@ -36,13 +36,13 @@
   .threads = OPSI_GEMM_SM90_THREADS, .vector_bytes = 16, .deterministic = 1, .unit = OPSI_UNIT_WGMMA_F16,    \
   .efficiency = EFF, .bytes_factor = 1.0f, .tiling = GEMM_TILING(128, BN, 1), .launch = LAUNCH,              \
   .tests = OPSI_GPU_TESTS
-#define SM90_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                                     \
+#define SM90_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH, IN_FLIGHT)                          \
   {                                                                                                          \
       SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH),                                                         \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of A / B K blocks into a " \
                                 #STAGES "-stage ring"},                                                     \
-                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows each, wgmma m64n" #BN "k16, then the fused " \
-                                 "epilogue, D by TMA or threads"}},                                          \
+                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT             \
+                                 " groups left at a stage's hand-back), fused epilogue"}},                    \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
                      "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup "     \
@@ -93,15 +93,15 @@ OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
 
 #define SPLITK_ROW(ID, NAME, BN)                                                                              \
   SPLITK_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,          \
-               OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME),
+               OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_##BN),
 #define SPLITK_ROW_X(...) SPLITK_ROW_(__VA_ARGS__)
-#define SPLITK_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH)                                  \
+#define SPLITK_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH, IN_FLIGHT)                       \
   {                                                                                                          \
       SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH),                                                         \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of a unit's K range into a " \
                                 #STAGES "-stage ring"},                                                     \
-                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows each, wgmma m64n" #BN "k16; rank 0 adds " \
-                                 "the parts, runs the epilogue"}},                                           \
+                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT             \
+                                 " groups left at a stage's hand-back); rank 0 reduces"}},                    \
       .stages = STAGES,                                                                                      \
       .smem_layout = "as cuda_gemm_sm90_128x" #BN "; with n > 1 the ring then holds a block's partial "      \
                      "tile, f32, [warpgroup][" #BN " / 8][128 threads] float4, which the cluster's first block " \

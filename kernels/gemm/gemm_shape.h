@@ -25,6 +25,15 @@
    : (BN) == 192 ? OPSI_GEMM_SM90_STAGES_192                                                                \
    : (BN) == 128 ? OPSI_GEMM_SM90_STAGES_128                                                                \
                  : OPSI_GEMM_SM90_STAGES_64)
+/* wgmma groups a consumer warpgroup leaves in flight when it hands a stage back: 0 (the
+ * stage goes back as soon as its own group completes; the other warpgroup's group keeps the
+ * tensor cores busy meanwhile) where a K block's group is long (BN >= 128), 1 (a K block
+ * later) where it is short */
+#define OPSI_GEMM_SM90_IN_FLIGHT_256 0
+#define OPSI_GEMM_SM90_IN_FLIGHT_192 0
+#define OPSI_GEMM_SM90_IN_FLIGHT_128 0
+#define OPSI_GEMM_SM90_IN_FLIGHT_64 1
+#define OPSI_GEMM_SM90_IN_FLIGHT(BN) ((BN) >= 128 ? 0 : 1)
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)
 /* dynamic shared memory: swizzle-atom slack, the stages (A BM x BK, B BN x BK, 16-bit), two

@@ -1,9 +1,10 @@
 /*
  * The Hopper GEMM's consumers: warpgroups 1 and 2, 64 rows of the tile each. Per K block, 4
  * wgmma m64nBNk16 reading A and B from shared memory through descriptors, f32 accumulators in
- * registers (BN / 2 a thread). One wgmma group stays in flight: a stage is handed back (its
- * empty mbarrier, one arrival per consumer warp) once the group after it was issued and it has
- * completed.
+ * registers (BN / 2 a thread). A stage is handed back (its empty mbarrier, one arrival per
+ * consumer warp) once its group has completed: right after it (OPSI_GEMM_SM90_IN_FLIGHT 0,
+ * gemm_shape.h: one more stage in flight from the producer) or once the next K block's group
+ * was issued (1: the warpgroup keeps its own group queued behind the running one).
  */
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
@@ -36,11 +37,16 @@ __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::
       wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
     }
     wgmma_commit();
-    if (prev >= 0) {
-      wgmma_wait<1>();
-      if (lane == 0) mbar_arrive(&sm.empty[prev]);
+    if constexpr (OPSI_GEMM_SM90_IN_FLIGHT(BN) == 0) {
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(&sm.empty[stage]);
+    } else {
+      if (prev >= 0) {
+        wgmma_wait<1>();
+        if (lane == 0) mbar_arrive(&sm.empty[prev]);
+      }
+      prev = stage;
     }
-    prev = stage;
     ring.advance();
   }
   wgmma_wait<0>();

@@ -93,7 +93,7 @@ OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
 
 #define SPLITK_ROW(ID, NAME, BN)                                                                              \
   SPLITK_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,          \
-               OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_##BN),
+               OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_SPLIT),
 #define SPLITK_ROW_X(...) SPLITK_ROW_(__VA_ARGS__)
 #define SPLITK_ROW_(ID, NAME, BN, STAGES, LOAD_REGS, MMA_REGS, EFF, LAUNCH, IN_FLIGHT)                       \
   {                                                                                                          \

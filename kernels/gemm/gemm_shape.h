@@ -28,11 +28,12 @@
 /* wgmma groups a consumer warpgroup leaves in flight when it hands a stage back: 0 (the
  * stage goes back as soon as its own group completes; the other warpgroup's group keeps the
  * tensor cores busy meanwhile) where a K block's group is long (BN >= 128), 1 (a K block
- * later) where it is short */
+ * later) where it is short; 1 for every split call (IN_FLIGHT_SPLIT) */
 #define OPSI_GEMM_SM90_IN_FLIGHT_256 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_192 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_128 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_64 1
+#define OPSI_GEMM_SM90_IN_FLIGHT_SPLIT 1
 #define OPSI_GEMM_SM90_IN_FLIGHT(BN) ((BN) >= 128 ? 0 : 1)
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)

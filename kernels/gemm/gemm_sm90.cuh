@@ -132,8 +132,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         bias_pair = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(g.bias.p) + bt * g.bias.sb +
                                                         bias_col);
       }
-      if (row_base < g.m) mma<T, BN, B_MN>(sm, ring, kb1 - kb0, cw, lane, acc);
-      else mma_skip<BN>(sm, ring, kb1 - kb0, lane, acc);
+      constexpr int IN_FLIGHT = OPSI_GEMM_SM90_IN_FLIGHT(BN);
+      if (row_base >= g.m) mma_skip<BN>(sm, ring, kb1 - kb0, lane, acc);
+      else if (IN_FLIGHT == OPSI_GEMM_SM90_IN_FLIGHT_SPLIT || ks.parts == 1)
+        mma<T, BN, B_MN, IN_FLIGHT>(sm, ring, kb1 - kb0, cw, lane, acc);
+      else mma<T, BN, B_MN, OPSI_GEMM_SM90_IN_FLIGHT_SPLIT>(sm, ring, kb1 - kb0, cw, lane, acc);
       if (ks.parts > 1) split_reduce<BN>(sm.stages, ks.parts, true, row_base < g.m, cw, acc);
       if (ts.part() == 0) {
         epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, acc, pairs,

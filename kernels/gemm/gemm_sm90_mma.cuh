@@ -2,9 +2,10 @@
  * The Hopper GEMM's consumers: warpgroups 1 and 2, 64 rows of the tile each. Per K block, 4
  * wgmma m64nBNk16 reading A and B from shared memory through descriptors, f32 accumulators in
  * registers (BN / 2 a thread). A stage is handed back (its empty mbarrier, one arrival per
- * consumer warp) once its group has completed: right after it (OPSI_GEMM_SM90_IN_FLIGHT 0,
- * gemm_shape.h: one more stage in flight from the producer) or once the next K block's group
- * was issued (1: the warpgroup keeps its own group queued behind the running one).
+ * consumer warp) once its group has completed: right after it (IN_FLIGHT 0, gemm_shape.h's
+ * OPSI_GEMM_SM90_IN_FLIGHT: one more stage in flight from the producer) or once the next K
+ * block's group was issued (1: the warpgroup keeps its own group queued behind the running
+ * one). The kernel picks the loop once a tile.
  */
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
@@ -17,7 +18,7 @@ namespace sm90 {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* The mainloop of one tile into acc (rows cw * 64 .. of the tile), continuing the ring. */
-template <typename T, int BN, bool B_MN>
+template <typename T, int BN, bool B_MN, int IN_FLIGHT>
 __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::STAGES> &ring, int kblocks, int cw,
                                     int lane, float (&acc)[BN / 2]) {
   using C = cfg<BN>;
@@ -37,7 +38,7 @@ __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::
       wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
     }
     wgmma_commit();
-    if constexpr (OPSI_GEMM_SM90_IN_FLIGHT(BN) == 0) {
+    if constexpr (IN_FLIGHT == 0) {
       wgmma_wait<0>();
       if (lane == 0) mbar_arrive(&sm.empty[stage]);
     } else {

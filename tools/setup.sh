@@ -3,7 +3,8 @@
 # Bazel (bazel-bootstrap, which runs fully offline with third_party/'s stand-ins), cmocka
 # (tests), DLPack headers, Google Benchmark, NumPy, pytest and the headers of Debian's
 # python3 (the Python binding, its C path and tests), clang with libFuzzer (the fuzz target, tests/fuzz), cmake (the
-# install test's CMake consumer). The CUDA toolkit must be at /usr/local/cuda.
+# install test's CMake consumer). The CUDA toolkit must be at /usr/local/cuda. Then keeps
+# the shared Bazel disk cache under its cap (tools/prune_disk_cache.sh).
 set -eu
 
 need=""
@@ -37,3 +38,5 @@ if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: opslib needs the CUDA toolkit at /usr/local/cuda (nvcc not found there)" >&2
   exit 1
 fi
+
+"$(dirname "$0")/prune_disk_cache.sh"

@@ -34,7 +34,11 @@
 #define OPSI_GEMM_SM90_IN_FLIGHT_128 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_64 1
 #define OPSI_GEMM_SM90_IN_FLIGHT_SPLIT 1
-#define OPSI_GEMM_SM90_IN_FLIGHT(BN) ((BN) >= 128 ? 0 : 1)
+#define OPSI_GEMM_SM90_IN_FLIGHT(BN)                                                                        \
+  ((BN) == 256 ? OPSI_GEMM_SM90_IN_FLIGHT_256                                                               \
+   : (BN) == 192 ? OPSI_GEMM_SM90_IN_FLIGHT_192                                                             \
+   : (BN) == 128 ? OPSI_GEMM_SM90_IN_FLIGHT_128                                                             \
+                 : OPSI_GEMM_SM90_IN_FLIGHT_64)
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)
 /* dynamic shared memory: swizzle-atom slack, the stages (A BM x BK, B BN x BK, 16-bit), two

@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
   const walk wk(g, s, n0, BN, BM, hk, !DET);
-  const int bmap = g.cu_q == nullptr ? b : 0; /* varlen maps: a batch axis of 1 */
+  const int bmap = sdpa_map_batch(g, b);
   /* DET: the turn counter of query head h's tile at row m0 (-1: none, for cu_seqlens that
    * reach past the workspace's tiles) */
   const auto turn_of = [&](int h, int m0) {

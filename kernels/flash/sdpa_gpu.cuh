@@ -56,6 +56,10 @@ __device__ __forceinline__ sdpa_seq sdpa_sequence(const sdpa_geom &g, int b) {
   return s;
 }
 
+/* The batch coordinate of sequence b in a TMA map of q, k, v (kernels/flash/sdpa_cuda_launch.cu's
+ * encode_operand): b for [B, S, H, D] views; 0 for varlen views, whose maps have a batch axis of 1. */
+__device__ __forceinline__ int sdpa_map_batch(const sdpa_geom &g, int b) { return g.cu_q == nullptr ? b : 0; }
+
 /* The keys query rows [i_lo, i_hi] (inclusive, within the sequence) can see: [*j_lo, *j_hi).
  * Here and in sdpa_tile_unmasked, int sums of window edges: the launchers pass no window side
  * wider than every key (sdpa_geom's windows are < Sk on the left, < Sq on the right, else -1),

@@ -80,19 +80,19 @@ template <typename C, int CL> struct producer {
     tile_scheduler<C::BM, BN> ts(g, tiles);
     sdpa_work w;
     bool have = next_work(g, ts, w);
-    if (C::QS > 1 && have) load_q(w, 0, g.cu_q == nullptr ? w.b : 0);
+    if (C::QS > 1 && have) load_q(w, 0, sdpa_map_batch(g, w.b));
     while (have) {
       tile_scheduler<C::BM, BN> ts_next = ts;
       ts_next.advance();
       sdpa_work wn;
       const bool have_next = C::QS > 1 && next_work(g, ts_next, wn);
       const sdpa_seq &s = w.s;
-      const int hk = w.h / g.group, bmap = g.cu_q == nullptr ? w.b : 0; /* varlen maps: batch axis of 1 */
+      const int hk = w.h / g.group, bmap = sdpa_map_batch(g, w.b);
       const int t_begin = w.t_begin, t_end = w.t_end;
       if (C::QS == 1) load_q(w, tn, bmap);
       for (int t = t_begin; t < t_end; ++t, ++kv) {
         load_kv(map_k, sm.k, sm.k_full, sm.k_empty, ring_pos<STAGES>{kv}, (int32_t)(s.k0 + t * BN), hk, bmap);
-        if (t == t_begin && have_next) load_q(wn, tn + 1, g.cu_q == nullptr ? wn.b : 0);
+        if (t == t_begin && have_next) load_q(wn, tn + 1, sdpa_map_batch(g, wn.b));
         if (t > t_begin) {
           load_kv(map_v, sm.v, sm.v_full, sm.v_empty, ring_pos<STAGES>{kv - 1}, (int32_t)(s.k0 + (t - 1) * BN), hk,
                   bmap);
@@ -102,7 +102,7 @@ template <typename C, int CL> struct producer {
         load_kv(map_v, sm.v, sm.v_full, sm.v_empty, ring_pos<STAGES>{kv - 1}, (int32_t)(s.k0 + (t_end - 1) * BN), hk,
                 bmap);
       } else if (have_next) {
-        load_q(wn, tn + 1, g.cu_q == nullptr ? wn.b : 0); /* a tile without keys */
+        load_q(wn, tn + 1, sdpa_map_batch(g, wn.b)); /* a tile without keys */
       }
       ++tn;
       if (C::QS == 1) {

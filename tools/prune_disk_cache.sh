@@ -4,11 +4,11 @@
 # a full rebuild. The oldest files (by modification time) go first; an object deleted here
 # is only compiled again. Then warns when the disk holding the build is nearly full: an
 # archive step that runs out of space fails with nothing but "ar failed: Exit 1".
-#   OPSLIB_DISK_CACHE_MAX_GB  cap in GiB (default 12)
+#   OPSLIB_DISK_CACHE_MAX_GB  cap in GiB (default 24)
 set -eu
 
 cache="${HOME}/.cache/opslib-bazel"
-cap_gb="${OPSLIB_DISK_CACHE_MAX_GB:-12}"
+cap_gb="${OPSLIB_DISK_CACHE_MAX_GB:-24}"
 
 if [ -d "$cache" ]; then
   cap=$((cap_gb * 1024 * 1024 * 1024))

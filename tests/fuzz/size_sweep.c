@@ -4,8 +4,8 @@
  * carry extents near 2^63 into every size formula, plan, part count and cost term behind
  * ops_X_workspace_size and ops_X_explain. This program draws calls whose extents come from
  * {0, 1, 3, 64, 128, 2^31, 2^62, 2^63 - 2, 2^63 - 1} (sdpa with and without a contiguous or
- * paged KV cache, gemm 2-D and batched, the norms and their backward, softmax, reduce,
- * broadcast binary, unary / scale / dropout / sin_affine, rope with and without k, the KV cache append with and without RoPE) on
+ * paged KV cache, its backward on default and deterministic handles, gemm 2-D and batched,
+ * the norms and their backward, softmax, reduce, broadcast binary, unary / scale / dropout / sin_affine, rope with and without k, the KV cache append with and without RoPE) on
  * a CPU handle and a described sm_90 one, and asks both questions. Built
  * with AddressSanitizer and UBSan over the library's C sources (build.sh --plain), where any
  * overflow aborts; a run that ends prints the calls made and how many the library accepted.
@@ -81,6 +81,30 @@ static void sdpa(sweep *s) {
   size_t bytes;
   accepted(s, ops_sdpa_workspace_size(s->handle, &p, &q, &k, &v, &o, l, &bytes));
   ops_sdpa_explain(s->handle, &p, &q, &k, &v, &o, l, &s->explain);
+}
+
+/* The backward of a call without a KV cache (it has none), on a default handle or, every
+ * other call, a deterministic one (the deterministic rows' workspace and launch order). */
+static void sdpa_backward(sweep *s) {
+  const int64_t b = extent(), sq = extent(), hq = extent(), d = coin() ? 128 : extent(), sk = extent();
+  const int64_t hkv = coin() ? hq : extent(), dv = coin() ? d : extent();
+  const int64_t qs[4] = {b, sq, hq, d}, ks[4] = {b, sk, hkv, d}, vs[4] = {b, sk, hkv, dv}, os[4] = {b, sq, hq, dv};
+  const int64_t ls[3] = {b, hq, sq};
+  ops_tensor q, k, v, o, lse, dout, dq, dk, dvt;
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.causal = coin();
+  if (coin()) p.window_left = (int32_t)(next() % 100) - 1;
+  tensor(&q, s->dtype, s->dev, 4, qs), tensor(&k, s->dtype, s->dev, 4, ks), tensor(&v, s->dtype, s->dev, 4, vs);
+  tensor(&o, s->dtype, s->dev, 4, os), tensor(&lse, OPS_DTYPE_F32, s->dev, 3, ls);
+  tensor(&dout, s->dtype, s->dev, 4, os), tensor(&dq, s->dtype, s->dev, 4, qs);
+  tensor(&dk, s->dtype, s->dev, 4, ks), tensor(&dvt, s->dtype, s->dev, 4, vs);
+  const int det = coin();
+  if (det) ops_handle_set_deterministic(s->handle, 1);
+  size_t bytes;
+  accepted(s, ops_sdpa_backward_workspace_size(s->handle, &p, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dvt, &bytes));
+  ops_sdpa_backward_explain(s->handle, &p, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dvt, &s->explain);
+  if (det) ops_handle_set_deterministic(s->handle, 0);
 }
 
 static void gemm(sweep *s) {
@@ -252,8 +276,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "size_sweep: no handle: %s\n", ops_last_error());
     return 1;
   }
-  static void (*const ops[])(sweep *) = {sdpa, sdpa, gemm, rows, rows, reduce, binary, elementwise,
-                                         rope, kv_cache_append};
+  static void (*const ops[])(sweep *) = {sdpa, sdpa, sdpa_backward, gemm, rows, rows, reduce, binary,
+                                         elementwise, rope, kv_cache_append};
   for (long i = 0; i < calls; ++i) {
     sweep *s = coin() ? &hopper : &cpu;
     s->explain.struct_size = sizeof s->explain;

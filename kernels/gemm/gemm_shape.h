@@ -20,11 +20,11 @@
 #define OPSI_GEMM_SM90_STAGES_192 4
 #define OPSI_GEMM_SM90_STAGES_128 6
 #define OPSI_GEMM_SM90_STAGES_64 8
-#define OPSI_GEMM_SM90_STAGES(BN)                                                                           \
-  ((BN) == 256 ? OPSI_GEMM_SM90_STAGES_256                                                                  \
-   : (BN) == 192 ? OPSI_GEMM_SM90_STAGES_192                                                                \
-   : (BN) == 128 ? OPSI_GEMM_SM90_STAGES_128                                                                \
-                 : OPSI_GEMM_SM90_STAGES_64)
+/* NAME##_BN of a tile width (256, 192, 128, else 64): the per-width constants below, as the
+ * kernel takes them and the rows print them */
+#define OPSI_GEMM_SM90_BY_WIDTH(NAME, BN) \
+  ((BN) == 256 ? NAME##_256 : (BN) == 192 ? NAME##_192 : (BN) == 128 ? NAME##_128 : NAME##_64)
+#define OPSI_GEMM_SM90_STAGES(BN) OPSI_GEMM_SM90_BY_WIDTH(OPSI_GEMM_SM90_STAGES, BN)
 /* wgmma groups a consumer warpgroup leaves in flight when it hands a stage back: 0 (the
  * stage goes back as soon as its own group completes; the other warpgroup's group keeps the
  * tensor cores busy meanwhile) where a K block's group is long (BN >= 128), 1 (a K block
@@ -34,11 +34,7 @@
 #define OPSI_GEMM_SM90_IN_FLIGHT_128 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_64 1
 #define OPSI_GEMM_SM90_IN_FLIGHT_SPLIT 1
-#define OPSI_GEMM_SM90_IN_FLIGHT(BN)                                                                        \
-  ((BN) == 256 ? OPSI_GEMM_SM90_IN_FLIGHT_256                                                               \
-   : (BN) == 192 ? OPSI_GEMM_SM90_IN_FLIGHT_192                                                             \
-   : (BN) == 128 ? OPSI_GEMM_SM90_IN_FLIGHT_128                                                             \
-                 : OPSI_GEMM_SM90_IN_FLIGHT_64)
+#define OPSI_GEMM_SM90_IN_FLIGHT(BN) OPSI_GEMM_SM90_BY_WIDTH(OPSI_GEMM_SM90_IN_FLIGHT, BN)
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)
 /* dynamic shared memory: swizzle-atom slack, the stages (A BM x BK, B BN x BK, 16-bit), two

@@ -15,7 +15,7 @@ if [ -d "$cache" ]; then
   # newest first; keep files while the running total stays under the cap
   find "$cache" -type f -printf '%T@ %s %p\n' | sort -rn |
     awk -v cap="$cap" '{ total += $2; if (total > cap) { sub(/^[^ ]+ [^ ]+ /, ""); print } }' |
-    while IFS= read -r f; do rm -f -- "$f"; done
+    xargs -r -d '\n' rm -f --
 fi
 
 avail_kb=$(df -Pk "${HOME}" | awk 'NR == 2 { print $4 }')

@@ -59,51 +59,63 @@ typedef struct {
 
 static void accepted(sweep *s, ops_status st) { s->accepted += st == OPS_OK; }
 
-static void sdpa(sweep *s) {
+/* An attention call as sdpa and its backward draw it: q [B, Sq, Hq, D], k and v [B, Sk, Hkv, D
+ * / Dv], o [B, Sq, Hq, Dv], lse [B, Hq, Sq], and the params (causal, now and then a window). */
+typedef struct {
+  int64_t q[4], k[4], v[4], o[4], lse[3];
+  ops_sdpa_params p;
+} attention;
+
+static void draw_attention(attention *a) {
   const int64_t b = extent(), sq = extent(), hq = extent(), d = coin() ? 128 : extent(), sk = extent();
   const int64_t hkv = coin() ? hq : extent(), dv = coin() ? d : extent();
-  int64_t qs[4] = {b, sq, hq, d}, ks[4] = {b, sk, hkv, d}, vs[4] = {b, sk, hkv, dv}, os[4] = {b, sq, hq, dv};
-  const int64_t ls[3] = {b, hq, sq}, lens[1] = {b}, table[2] = {b, extent()};
-  ops_tensor q, k, v, o, lse, kv_lens, block_table;
-  ops_sdpa_params p;
-  ops_sdpa_params_init(&p);
-  p.causal = coin();
-  if (coin()) p.window_left = (int32_t)(next() % 100) - 1;
+  const attention shapes = {{b, sq, hq, d}, {b, sk, hkv, d}, {b, sk, hkv, dv}, {b, sq, hq, dv}, {b, hq, sq}};
+  *a = shapes;
+  ops_sdpa_params_init(&a->p);
+  a->p.causal = coin();
+  if (coin()) a->p.window_left = (int32_t)(next() % 100) - 1;
+}
+
+/* q, k, v, o and lse of a drawn call (k's and v's extents as the caller left them) */
+static void attention_tensors(const sweep *s, const attention *a, ops_tensor t[5]) {
+  tensor(&t[0], s->dtype, s->dev, 4, a->q), tensor(&t[1], s->dtype, s->dev, 4, a->k);
+  tensor(&t[2], s->dtype, s->dev, 4, a->v), tensor(&t[3], s->dtype, s->dev, 4, a->o);
+  tensor(&t[4], OPS_DTYPE_F32, s->dev, 3, a->lse);
+}
+
+static void sdpa(sweep *s) {
+  attention a;
+  draw_attention(&a);
+  const int64_t lens[1] = {a.q[0]}, table[2] = {a.q[0], extent()};
+  ops_tensor t[5], kv_lens, block_table;
   const int cache = (int)(next() % 3); /* none, contiguous, paged */
-  if (cache) p.kv_lens = tensor(&kv_lens, OPS_DTYPE_I32, s->dev, 1, lens);
+  if (cache) a.p.kv_lens = tensor(&kv_lens, OPS_DTYPE_I32, s->dev, 1, lens);
   if (cache == 2) {
-    p.block_table = tensor(&block_table, OPS_DTYPE_I32, s->dev, 2, table);
-    ks[0] = vs[0] = extent(); /* the pool's pages */
+    a.p.block_table = tensor(&block_table, OPS_DTYPE_I32, s->dev, 2, table);
+    a.k[0] = a.v[0] = extent(); /* the pool's pages */
   }
-  tensor(&q, s->dtype, s->dev, 4, qs), tensor(&k, s->dtype, s->dev, 4, ks), tensor(&v, s->dtype, s->dev, 4, vs);
-  tensor(&o, s->dtype, s->dev, 4, os), tensor(&lse, OPS_DTYPE_F32, s->dev, 3, ls);
-  const ops_tensor *l = coin() ? &lse : NULL;
+  attention_tensors(s, &a, t);
+  const ops_tensor *l = coin() ? &t[4] : NULL;
   size_t bytes;
-  accepted(s, ops_sdpa_workspace_size(s->handle, &p, &q, &k, &v, &o, l, &bytes));
-  ops_sdpa_explain(s->handle, &p, &q, &k, &v, &o, l, &s->explain);
+  accepted(s, ops_sdpa_workspace_size(s->handle, &a.p, &t[0], &t[1], &t[2], &t[3], l, &bytes));
+  ops_sdpa_explain(s->handle, &a.p, &t[0], &t[1], &t[2], &t[3], l, &s->explain);
 }
 
 /* The backward of a call without a KV cache (it has none), on a default handle or, every
  * other call, a deterministic one (the deterministic rows' workspace and launch order). */
 static void sdpa_backward(sweep *s) {
-  const int64_t b = extent(), sq = extent(), hq = extent(), d = coin() ? 128 : extent(), sk = extent();
-  const int64_t hkv = coin() ? hq : extent(), dv = coin() ? d : extent();
-  const int64_t qs[4] = {b, sq, hq, d}, ks[4] = {b, sk, hkv, d}, vs[4] = {b, sk, hkv, dv}, os[4] = {b, sq, hq, dv};
-  const int64_t ls[3] = {b, hq, sq};
-  ops_tensor q, k, v, o, lse, dout, dq, dk, dvt;
-  ops_sdpa_params p;
-  ops_sdpa_params_init(&p);
-  p.causal = coin();
-  if (coin()) p.window_left = (int32_t)(next() % 100) - 1;
-  tensor(&q, s->dtype, s->dev, 4, qs), tensor(&k, s->dtype, s->dev, 4, ks), tensor(&v, s->dtype, s->dev, 4, vs);
-  tensor(&o, s->dtype, s->dev, 4, os), tensor(&lse, OPS_DTYPE_F32, s->dev, 3, ls);
-  tensor(&dout, s->dtype, s->dev, 4, os), tensor(&dq, s->dtype, s->dev, 4, qs);
-  tensor(&dk, s->dtype, s->dev, 4, ks), tensor(&dvt, s->dtype, s->dev, 4, vs);
+  attention a;
+  draw_attention(&a);
+  ops_tensor t[5], dout, dq, dk, dv;
+  attention_tensors(s, &a, t);
+  tensor(&dout, s->dtype, s->dev, 4, a.o), tensor(&dq, s->dtype, s->dev, 4, a.q);
+  tensor(&dk, s->dtype, s->dev, 4, a.k), tensor(&dv, s->dtype, s->dev, 4, a.v);
   const int det = coin();
   if (det) ops_handle_set_deterministic(s->handle, 1);
   size_t bytes;
-  accepted(s, ops_sdpa_backward_workspace_size(s->handle, &p, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dvt, &bytes));
-  ops_sdpa_backward_explain(s->handle, &p, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dvt, &s->explain);
+  accepted(s, ops_sdpa_backward_workspace_size(s->handle, &a.p, &t[0], &t[1], &t[2], &t[3], &t[4], &dout, &dq, &dk,
+                                               &dv, &bytes));
+  ops_sdpa_backward_explain(s->handle, &a.p, &t[0], &t[1], &t[2], &t[3], &t[4], &dout, &dq, &dk, &dv, &s->explain);
   if (det) ops_handle_set_deterministic(s->handle, 0);
 }
 

@@ -347,26 +347,42 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
   }
 
 /* ops_sdpa_backward's Hopper kernels (sdpa_bwd_sm90.cuh): D and the zeroed dQ accumulators,
- * one pass over key tiles of BN (a block each; five products, dQ added by f32 atomics: in
- * whatever order they land, or (_det_) in turns, a fixed order), dQ's conversion. For the cost
- * model: the key tiles' blocks, the head dim padded to DP, Q and dout read by each key tile's
- * block and dQ's f32 partial sums written back as often. */
-static void bwd_sm90_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
+ * one pass over key tiles of BN (a block each, or the default kernels' key tiles in parts
+ * where they fill too little of a wave; five products, dQ added by f32 atomics: in whatever
+ * order they land, or (_det_) in turns, a fixed order), dQ's conversion. For the cost model:
+ * the blocks, the head dim padded to DP, Q and dout read by each key tile's block and dQ's f32
+ * partial sums written back as often. */
+static int32_t bwd_sm90_parts(const opsi_problem *p) {
   const int64_t *d = p->dims;
-  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN);
+  const int64_t group = d[OPSI_SDPA_HKV] > 0 ? d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV] : 1;
+  return opsi_sdpa_bwd_sm90_parts(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], group, d[OPSI_SDPA_SQ],
+                                  p->sm_count);
+}
+static const char *bwd_sm90_plan(const opsi_problem *p) { return opsi_sdpa_bwd_sm90_plan(bwd_sm90_parts(p)); }
+static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_estimate *e) {
+  const int64_t *d = p->dims;
+  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN) *
+              (det ? 1.0 : (double)bwd_sm90_parts(p));
   const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
   e->pad_factor = hd > 0 ? (double)dp / (double)hd : 1.0;
   e->bytes_factor = 3.0;
   e->launches = 3;
 }
 static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
-  return opsi_sdpa_bwd_sm90_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_HQ], dp);
+  const int64_t *d = p->dims;
+  return opsi_sdpa_bwd_sm90_split_workspace(d[OPSI_SDPA_TQ], d[OPSI_SDPA_HQ], dp,
+                                            opsi_sdpa_bwd_sm90_key_tiles(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV],
+                                                                         d[OPSI_SDPA_SK]),
+                                            bwd_sm90_parts(p));
 }
 static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
   return opsi_sdpa_bwd_sm90_det_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HQ], dp);
 }
 #define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
-  static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, e); } \
+  static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, 0, e); } \
+  static void bwd_sm90_det_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) {                        \
+    bwd_sm90_grid(p, D, 1, e);                                                                                \
+  }                                                                                                           \
   static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }         \
   static size_t bwd_sm90_det_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_det_workspace(p, D); }
 OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
@@ -376,14 +392,18 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #define SDPA_BWD_SM90_DQ_ANY(BM)                                                                              \
   .deterministic = 0,                                                                                        \
   .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " (in order, "  \
-                     "from a place of the block's own); dQ: f32 atomics across key tiles, in whatever order " \
+                     "from a place of the key tile's own; a walk in parts: each part's steps in order, the "  \
+                     "parts' sums added in part order); dQ: f32 atomics across key tiles, in whatever order " \
                      "they land"
 #define SDPA_BWD_SM90_DQ_TURNS(BM)                                                                            \
   .deterministic = 1,                                                                                        \
   .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " in order; "   \
                      "dQ: f32 atomics across key tiles taking turns, from the last key tile that sees the "  \
                      "query tile to the first (an int32 counter a query tile and head)"
-#define SDPA_BWD_SM90_WS_ANY(DP, BM) "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes"
+#define SDPA_BWD_SM90_WS_ANY(DP, BM)                                                                          \
+  "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes; with the key tiles in p parts (p = the most of 2, " \
+  "4, 8 with key tiles x p <= sm_count and group x query tiles of " #BM " >= 4 p), then an int32 a key tile "  \
+  "rounded up to 256 bytes and the parts' dK, dV sums: key tiles x p x 256 x " #DP " x 4 bytes"
 #define SDPA_BWD_SM90_KEEPER_ANY ""
 #define SDPA_BWD_SM90_KEEPER_TURNS "; a 2nd takes the dQ turns"
 #define SDPA_BWD_SM90_WS_TURNS(DP, BM)                                                                        \
@@ -392,16 +412,17 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #define SDPA_BWD_SM90_ROW(ID, NAME, D)                                                                         \
   SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM,   \
                       OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
-                      bwd_sm90_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_##NAME, NAME, SDPA_BWD_SM90_DQ_ANY,   \
-                      SDPA_BWD_SM90_WS_ANY, SDPA_BWD_SM90_KEEPER_ANY),
+                      bwd_sm90_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_##NAME, bwd_sm90_grid_##NAME,         \
+                      bwd_sm90_plan, SDPA_BWD_SM90_DQ_ANY, SDPA_BWD_SM90_WS_ANY, SDPA_BWD_SM90_KEEPER_ANY),
 #define SDPA_BWD_SM90_DET_ROW(ID, NAME, D)                                                                     \
   SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM, \
                       OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
-                      bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME, NAME,                 \
-                      SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS, SDPA_BWD_SM90_KEEPER_TURNS),
+                      bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME,                       \
+                      bwd_sm90_det_grid_##NAME, NULL, SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS,          \
+                      SDPA_BWD_SM90_KEEPER_TURNS),
 #define SDPA_BWD_SM90_ROW_X(...) SDPA_BWD_SM90_ROW_(__VA_ARGS__)
-#define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, WORKSPACE, LAUNCH, SUFFIX, DQ,   \
-                           DQ_WORKSPACE, KEEPER)                                                             \
+#define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, WORKSPACE, LAUNCH, GRID, PLAN, \
+                           DQ, DQ_WORKSPACE, KEEPER)                                                         \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA_BACKWARD, .backend = OPS_DEVICE_CUDA, .sm_min = 90,         \
       .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),               \
@@ -426,7 +447,7 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                  1},                                                                                         \
       .workspace_formula = "D = rowsum(dout * o): tokens_q x heads_q x 4 bytes rounded up to 256, then dQ's " \
                            DQ_WORKSPACE(DP, BM),                                                             \
-      .workspace = WORKSPACE, .grid = bwd_sm90_grid_##SUFFIX, .launch = LAUNCH, .tests = OPSI_GPU_TESTS,     \
+      .workspace = WORKSPACE, .grid = GRID, .plan = PLAN, .launch = LAUNCH, .tests = OPSI_GPU_TESTS,          \
   }
 
 /* ops_sdpa_backward: the CPU reference, the Hopper kernels, the sm_80-class kernels */

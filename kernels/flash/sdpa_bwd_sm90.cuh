@@ -16,7 +16,10 @@
  *             dQ_tile = dS K over the block's 128 keys (wgmma; at DP 128 each warpgroup takes
  *             64 columns, at 64 the warpgroups take the tiles in turn), added to the f32
  *             accumulators by vector reductions (red.global.add.v2.f32)
- *           then dK times the scale and dV stored once (a GQA group's sum stays in the block).
+ *           then dK times the scale and dV stored once (a GQA group's sum stays in the block);
+ *           or, where the key tiles fill too little of a wave (kv_parts > 1, the default
+ *           kernels), each key tile's walk is cut in parts, a block each, and the part that
+ *           finishes last adds the parts' dK and dV sums in part order (last_part) and stores.
  *   dq:     dq = the accumulators times the scale, rounded to T.
  * A row whose LSE is -inf and rows past a sequence's end take an LSE of +inf (P = 0). Keys
  * and query rows past the tensors' extents read as zeros (TMA); varlen's neighbouring rows
@@ -88,19 +91,23 @@ template <typename C> struct smem_plan {
   }
 };
 
-/* A block's walk: the query tiles of BM rows that see its keys [n0, n0 + BN), for each query
- * head of the KV head's group: `total` steps, started at step `first`; a cursor follows it
+/* A key tile's walk: the query tiles of BM rows that see its keys [n0, n0 + BN), for each
+ * query head of the KV head's group: `total` steps, taken from a place of the tile's own
+ * (rotate) or from the first. Part `part` of `parts` (kv_parts, sdpa_bwd_sm90_shape.h) is the
+ * block's: `count` consecutive steps of that order, from step `first`. A cursor follows them
  * one step at a time (no division a step). */
 struct walk {
   int t0, tiles, first;
-  int64_t total;
+  int64_t total, count;
   int hk, group;
   __device__ __forceinline__ walk(const sdpa_geom &g, const sdpa_seq &s, int n0, int bn, int bm, int hk_,
-                                  bool rotate) {
+                                  bool rotate, int parts, int part) {
     sdpa_query_tiles(g, s, n0, min(n0 + bn, s.sk) - 1, bm, &t0, &tiles);
     hk = hk_, group = g.group;
     total = (int64_t)tiles * group;
-    first = total > 0 && rotate ? (int)((int64_t)(n0 / bn) % total) : 0;
+    const int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
+    count = hi - lo;
+    first = total > 0 ? (int)(((rotate ? (int64_t)(n0 / bn) % total : 0) + lo) % total) : 0;
   }
 };
 
@@ -199,6 +206,50 @@ __device__ __forceinline__ void store_rows(const sdpa_view &out, int b, int64_t 
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* A part of key tile `tile` (kv_parts, sdpa_bwd_sm90_shape.h), run by the 256 consumer threads
+ * after their walk: its dK and dV sums into its slot of the workspace (float4 j of consumer
+ * thread t at [tile][part][j][t]: coalesced), then the tile's counter counts it in. The part
+ * that counts last returns true with dk and dv replaced by the sum of every part's, added in
+ * part order (its own read back like the others'); the others return false. `flag`: a word of
+ * shared memory no longer in use (the walk's LSE buffer). */
+template <int DP>
+__device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, int64_t tile, int parts, int part,
+                                          float (&dk)[DP / 2], float (&dv)[DP / 2]) {
+  constexpr int J = DP / 8; /* float4s of dK, then as many of dV */
+  const int t = threadIdx.x - 128;
+  float4 *slots = reinterpret_cast<float4 *>(bg.kv_sums) + tile * parts * (2 * J) * 256 + t;
+  float4 *mine = slots + (int64_t)part * (2 * J) * 256;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    mine[j * 256] = make_float4(dk[j * 4], dk[j * 4 + 1], dk[j * 4 + 2], dk[j * 4 + 3]);
+    mine[(J + j) * 256] = make_float4(dv[j * 4], dv[j * 4 + 1], dv[j * 4 + 2], dv[j * 4 + 3]);
+  }
+  __threadfence();             /* my sums are visible before the count that says so */
+  sm90::named_bar_sync(1, 256); /* every consumer's sums are out (and the walk's reads of `flag` done) */
+  if (t == 0) {
+    const int before = atomicAdd(bg.dq_turn + tile, 1);
+    __threadfence(); /* the other parts' sums, which their counts were ordered after, are seen */
+    *reinterpret_cast<volatile int *>(flag) = before == parts - 1;
+  }
+  sm90::named_bar_sync(1, 256);
+  if (*reinterpret_cast<volatile int *>(flag) == 0) return false;
+#pragma unroll
+  for (int j = 0; j < J; ++j) { /* float4 j of every part, in part order */
+    float4 k = __ldcg(slots + j * 256), v = __ldcg(slots + (J + j) * 256);
+    for (int q = 1; q < parts; ++q) {
+      const float4 kq = __ldcg(slots + ((int64_t)q * 2 * J + j) * 256);
+      const float4 vq = __ldcg(slots + ((int64_t)q * 2 * J + J + j) * 256);
+      k.x += kq.x, k.y += kq.y, k.z += kq.z, k.w += kq.w;
+      v.x += vq.x, v.y += vq.y, v.z += vq.z, v.w += vq.w;
+    }
+    dk[j * 4] = k.x, dk[j * 4 + 1] = k.y, dk[j * 4 + 2] = k.z, dk[j * 4 + 3] = k.w;
+    dv[j * 4] = v.x, dv[j * 4 + 1] = v.y, dv[j * 4 + 2] = v.z, dv[j * 4 + 3] = v.w;
+  }
+  return true;
+}
+#endif
+
 /* The main pass: grid (key tiles of BN, Hkv, batch; DET: launched in another order). The tensor
  * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
 template <typename T, int DP, bool DET>
@@ -213,7 +264,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_geom &g = bg.f;
   extern __shared__ uint8_t smem_raw[];
   const smem_plan<C> sm(smem_raw);
-  int b = blockIdx.z, hk = blockIdx.y, blk = blockIdx.x;
+  /* grid x: key tiles x parts, a key tile's parts side by side (DET: one part) */
+  const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts;
+  int b = blockIdx.z, hk = blockIdx.y, blk = (int)blockIdx.x / parts;
+  const int part = (int)blockIdx.x % parts;
   if (DET) { /* the launch order: see turn_chunk */
     const int nk = gridDim.x;
     const int64_t groups = (int64_t)gridDim.y * gridDim.z, per = (int64_t)bg.turn_chunk * nk;
@@ -227,7 +281,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
-  const walk wk(g, s, n0, BN, BM, hk, !DET);
+  const walk wk(g, s, n0, BN, BM, hk, !DET, parts, part);
   const int bmap = sdpa_map_batch(g, b);
   /* DET: the turn counter of query head h's tile at row m0 (-1: none, for cu_seqlens that
    * reach past the workspace's tiles) */
@@ -260,7 +314,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         tma_load_4d(sm.v + c * BN * 128, &map_v, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
       }
       walk_cursor cur(wk);
-      for (int64_t it = 0; it < wk.total; ++it, cur.advance()) {
+      for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
         const ring_pos<STAGES> pos{(int)it};
         const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
         mbar_wait<1000000>(&sm.empty[st], pos.empty_parity());
@@ -280,12 +334,12 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
        * counter: `pending` of the even or of the odd tiles) */
       walk_cursor ahead(wk);
       int pending_even = -1, pending_odd = -1, at = -2, need = 0;
-      for (int64_t taking = 0, ending = 0; ending < wk.total;) {
+      for (int64_t taking = 0, ending = 0; ending < wk.count;) {
         if (ending < taking && mbar_done(&sm.added[ending & 1], (uint32_t)(ending >> 1) & 1)) {
           const int done = ending & 1 ? pending_odd : pending_even;
           if (done >= 0) end_turn(bg.dq_turn + done);
           ++ending;
-        } else if (taking < wk.total && taking < ending + 2) {
+        } else if (taking < wk.count && taking < ending + 2) {
           if (at == -2) {
             at = turn_of(ahead.h(), ahead.m0(BM));
             need = at >= 0 ? dq_turn(g, s, blk, ahead.t0 + ahead.ti, BN, BM) : 0;
@@ -372,16 +426,16 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = x;
     };
     walk_cursor cur(wk), nxt(wk); /* tile it's, tile it + 1's */
-    if (wk.total > 0) {
+    if (wk.count > 0) {
       put(0, fetch(cur));
       named_bar_sync(1, 256);
     }
     nxt.advance();
 
     float sc[32], dp[32], dqa[32];
-    for (int64_t it = 0; it < wk.total; ++it, cur = nxt, nxt.advance()) {
+    for (int64_t it = 0; it < wk.count; ++it, cur = nxt, nxt.advance()) {
       issue_s(it, sc), issue_dp(it, dp);
-      const float next = it + 1 < wk.total ? fetch(nxt) : 0.0f;
+      const float next = it + 1 < wk.count ? fetch(nxt) : 0.0f;
       const ring_pos<STAGES> pos{(int)it};
       const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
       const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM;
@@ -423,7 +477,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       }
       wgmma_commit();
       fence_proxy_async();    /* dS, written by stmatrix, is read by wgmma */
-      if (it + 1 < wk.total) put(it + 1, next);
+      if (it + 1 < wk.count) put(it + 1, next);
       named_bar_sync(1, 256); /* both warpgroups' halves of dS are in place, and tile it + 1's LSE and D */
 
       const bool mine = takes_dq(it);
@@ -452,6 +506,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       }
     }
 
+    if (parts > 1 && !last_part<DP>(bg, sm.lse, (((int64_t)b * gridDim.y + hk) * (gridDim.x / parts) + blk), parts,
+                                part, dk, dv)) {
+      return; /* another part adds and stores this key tile's dK and dV */
+    }
     const int rows = min(16, s.sk - (n0 + key0));
     const int64_t row0 = s.k0 + n0 + key0;
     const bool aligned = bg.aligned != 0;
@@ -500,7 +558,9 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   const auto kernel = sdpa_bwd_sm90_kernel<T, DP, DET>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
+  const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
+  const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),
+                (unsigned)g.batch);
   sdpa_bwd_geom kg = bg;
   kg.turn_chunk = gk.x > 0 && (unsigned)sm_count > gk.x ? (int32_t)((unsigned)sm_count / gk.x) : 1;
   if (keys && gk.x > 0) kernel<<<gk, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, map_do, kg);

@@ -37,6 +37,69 @@ static inline size_t opsi_sdpa_bwd_sm90_workspace(int64_t tokens_q, int64_t head
   return opsi_sdpa_bwd_sm90_dq_offset(tokens_q, heads_q) + (size_t)tokens_q * (size_t)heads_q * (size_t)dp * 4;
 }
 
+/* Key tiles in parts (the default, non-deterministic kernels): where the blocks of the key
+ * tiles (batch x KV heads x key tiles of BN) fill too little of a wave, each key tile's walk
+ * over its (query head, query tile) steps is cut into `parts` runs of consecutive steps, a
+ * block each. Every part writes its f32 dK and dV sums to the workspace (its 256 consumer
+ * threads' accumulators) and counts itself in on an int32 counter a key tile (zeroed by the
+ * launch that computes D); the part that counts last adds the parts' sums in part order and
+ * stores dK and dV: the same sum whichever part finishes last. parts: the most of 2, 4 and 8
+ * whose blocks fit one wave (a block an SM) with at least SPLIT_MIN_STEPS steps a part on a
+ * walk over every query tile (group x query tiles); 1 where none does. */
+#define OPSI_SDPA_BWD_SM90_SPLIT_MAX 8
+#define OPSI_SDPA_BWD_SM90_SPLIT_MIN_STEPS 4
+/* key tiles of a call: 0 for an empty one, INT64_MAX where the count overflows (such a call
+ * is never split) */
+static inline int64_t opsi_sdpa_bwd_sm90_key_tiles(int64_t batch, int64_t heads_kv, int64_t seqlen_k) {
+  if (batch <= 0 || heads_kv <= 0 || seqlen_k <= 0) return 0;
+  const int64_t per = seqlen_k / OPSI_SDPA_BWD_SM90_BN + (seqlen_k % OPSI_SDPA_BWD_SM90_BN != 0);
+  int64_t t;
+  if (__builtin_mul_overflow(batch, heads_kv, &t) || __builtin_mul_overflow(t, per, &t)) return INT64_MAX;
+  return t;
+}
+static inline int32_t opsi_sdpa_bwd_sm90_parts(int64_t batch, int64_t heads_kv, int64_t seqlen_k, int64_t group,
+                                               int64_t seqlen_q, int64_t sm_count) {
+  const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(batch, heads_kv, seqlen_k);
+  if (tiles <= 0 || group <= 0 || seqlen_q <= 0 || sm_count <= 0 || tiles > sm_count / 2 || seqlen_q > (1 << 30) ||
+      group > (1 << 20)) {
+    return 1;
+  }
+  const int64_t steps = group * ((seqlen_q + OPSI_SDPA_BWD_SM90_BM - 1) / OPSI_SDPA_BWD_SM90_BM);
+  int32_t best = 1;
+  for (int32_t p = 2; p <= OPSI_SDPA_BWD_SM90_SPLIT_MAX; p *= 2) {
+    if (tiles * p > sm_count || steps < (int64_t)p * OPSI_SDPA_BWD_SM90_SPLIT_MIN_STEPS) break;
+    best = p;
+  }
+  return best;
+}
+/* The plan of a part count, in static words (explain, the profiler). */
+static inline const char *opsi_sdpa_bwd_sm90_plan(int32_t parts) {
+  switch (parts) {
+    case 1: return "a block a key tile";
+    case 2: return "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order";
+    case 4: return "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order";
+    case 8: return "each key tile's walk in 8 parts, the last to finish adds their dK, dV in part order";
+    default: return "each key tile's walk in parts (unlisted count)";
+  }
+}
+/* The default kernels' workspace: the accumulators' (above); with parts > 1, then the
+ * counters (an int32 a key tile, rounded up to 256 bytes) and the parts' sums (a key tile's
+ * parts x 256 threads x DP floats). counters_offset / sums_offset: where those start. */
+static inline size_t opsi_sdpa_bwd_sm90_counters_offset(int64_t tokens_q, int64_t heads_q, int dp) {
+  return opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp);
+}
+static inline size_t opsi_sdpa_bwd_sm90_sums_offset(int64_t tokens_q, int64_t heads_q, int dp, int64_t tiles) {
+  return opsi_sdpa_bwd_sm90_counters_offset(tokens_q, heads_q, dp) + ((size_t)tiles * 4 + 255) / 256 * 256;
+}
+static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_t heads_q, int dp, int64_t tiles,
+                                                        int32_t parts) {
+  const size_t base = opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp);
+  if (parts <= 1 || base == SIZE_MAX) return base;
+  const double sums = (double)tiles * (4.0 + (double)parts * 256.0 * dp * 4.0) + 256.0;
+  if ((double)base + sums > 0x1p62 || (double)base + sums > (double)SIZE_MAX) return SIZE_MAX;
+  return opsi_sdpa_bwd_sm90_sums_offset(tokens_q, heads_q, dp, tiles) + (size_t)tiles * (size_t)parts * 256 * dp * 4;
+}
+
 /* The deterministic kernels' turn counters, after the accumulators: an int32 a (query tile of
  * BM rows, head); a sequence's tiles are numbered from (its first packed row) / BM plus its
  * index, so that the tiles of neighbouring sequences never share one. */

@@ -52,7 +52,10 @@ typedef struct opsi_sdpa_geom {
  * (b, s, h) at (b * dsum_sb + s) * heads_q + h (varlen: dsum_sb = 0, s the packed row); where
  * dQ is summed by atomics (the Hopper kernels), its f32 accumulators, dq_cols a (row, head)
  * in the same order (NULL otherwise); where the atomics take turns (the deterministic Hopper
- * kernels), dq_turns int32 counters (NULL and 0 otherwise), zeroed with the accumulators. */
+ * kernels), dq_turns int32 counters (NULL and 0 otherwise), zeroed with the accumulators.
+ * Where the default Hopper kernels cut each key tile's walk in kv_parts > 1 parts
+ * (sdpa_bwd_sm90_shape.h), the parts' f32 dK / dV sums at kv_sums, and dq_turn / dq_turns are
+ * the key tiles' counters of parts done instead (kv_parts 1 and kv_sums NULL otherwise). */
 typedef struct opsi_sdpa_bwd_geom {
   opsi_sdpa_geom f;
   opsi_sdpa_view dout, dq, dk, dv;
@@ -63,6 +66,8 @@ typedef struct opsi_sdpa_bwd_geom {
   int32_t *dq_turn;
   int64_t dq_turns;
   int32_t turn_chunk; /* the deterministic Hopper kernels' launch order: groups a chunk */
+  float *kv_sums;
+  int32_t kv_parts;
   int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */
   float scale;   /* the softmax scale (f.scale_log2 / log2(e)) */
   int32_t aligned; /* f.aligned, and dout, dq, dk, dv alike */

@@ -48,8 +48,9 @@ static const int64_t kBwdSeq[] = {1, 17, 63, 64, 100, 129, 200, 333};
 /* One backward case: the head dims the kernels take (up to 128), GQA 1 to 4, causal, windows,
  * masks with whole rows removed now and then, varlen with an empty sequence, Dv != D, layouts
  * (alloc_seq: contiguous, BHSD, padded rows, random strides for the inputs; the gradients
- * padded or BHSD). */
-static void sdpa_bwd_case(int iter, int64_t big_seq) {
+ * padded or BHSD). big_seq > 0: one sequence of that length (over 5 keys fewer for odd iter),
+ * one KV head; group > 0: that many query heads a KV head. */
+static void sdpa_bwd_case(int iter, int64_t big_seq, int64_t group_given) {
   opst_rng *r = &g_rng;
   const int cls = iter % 2, j = iter / 2;
   static const int64_t kD[2][4] = {{64, 32, 40, 17}, {128, 96, 80, 72}};
@@ -70,7 +71,7 @@ static void sdpa_bwd_case(int iter, int64_t big_seq) {
   }
   if (opst_chance(r, 0.3)) c.sdpa.scale = (float)opst_uniform(r, 0.02, 0.3);
   const int64_t hkv = big_seq > 0 ? 1 : opst_int(r, 1, 2);
-  const int64_t group = j % 2 == 0 ? opst_int(r, 2, 4) : 1, hq = hkv * group;
+  const int64_t group = group_given > 0 ? group_given : j % 2 == 0 ? opst_int(r, 2, 4) : 1, hq = hkv * group;
   int64_t batch = opst_int(r, 1, 2), sq = kBwdSeq[opst_int(r, 0, 7)], sk = kBwdSeq[opst_int(r, 0, 7)];
   if (big_seq > 0) batch = 1, sq = big_seq, sk = big_seq - (iter % 2) * 5;
   /* the CPU reference costs ~2 B Hq Sq Sk (D + Dv): keep a case under ~1.2e8 */
@@ -134,11 +135,19 @@ static void sdpa_bwd_case(int iter, int64_t big_seq) {
 
 void sdpa_backward(void **state) {
   (void)state;
-  for (int i = 0; i < 40; ++i) sdpa_bwd_case(i, 0);
-  sdpa_bwd_case(1, 600); /* d 128, ten query and key tiles, a partial last one */
-  sdpa_bwd_case(2, 450);
-  sdpa_bwd_case(3, 1000); /* d 96, 1000 queries over 995 keys, causal, a window and a mask */
-  sdpa_bwd_case(6, 4097); /* d <= 64, causal, 4097 x 4097: 33 key tiles of 128, a partial last */
+  for (int i = 0; i < 40; ++i) sdpa_bwd_case(i, 0, 0);
+  sdpa_bwd_case(1, 600, 0); /* d 128, ten query and key tiles, a partial last one */
+  sdpa_bwd_case(2, 450, 0);
+  sdpa_bwd_case(3, 1000, 0); /* d 96, 1000 queries over 995 keys, causal, a window and a mask */
+  sdpa_bwd_case(6, 4097, 0); /* d <= 64, causal, 4097 x 4097: 33 key tiles of 128, a partial last */
+  /* 8 query heads over 1, 200 or 256 rows: 2 key tiles whose walks of 32 steps the Hopper
+   * kernel cuts in 8 parts (sdpa_bwd_sm90_shape.h): d <= 64 and d 128 plain, d >= 72 causal,
+   * causal with a window (parts of no step at the last key tile), varlen with Dv != D */
+  sdpa_bwd_case(0, 256, 8);
+  sdpa_bwd_case(1, 200, 8);
+  sdpa_bwd_case(7, 200, 8);
+  sdpa_bwd_case(15, 200, 8);
+  sdpa_bwd_case(5, 200, 8);
 }
 
 /* One call of the deterministic promise: pinned to each CUDA kernel whose row says

@@ -25,6 +25,8 @@ static seen_kernel g_seen[MAX_KERNELS];
 static int g_overflow;
 static int g_count;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_launches; /* delivered so far; the newest one's kernel and plan: */
+static char g_last_kernel[64], g_last_plan[192];
 
 static seen_kernel *kernel_slot(const char *name) {
   for (int i = 0; i < g_count; ++i) {
@@ -100,7 +102,19 @@ static void record(const ops_profile_record *r, void *user) {
   pthread_mutex_lock(&g_lock);
   seen_kernel *k = kernel_slot(r->kernel_name);
   if (k != NULL) hold_to_row(k, r);
+  ++g_launches;
+  snprintf(g_last_kernel, sizeof g_last_kernel, "%s", r->kernel_name);
+  snprintf(g_last_plan, sizeof g_last_plan, "%s", r->launch_plan != NULL ? r->launch_plan : "");
   pthread_mutex_unlock(&g_lock);
+}
+
+int opst_coverage_last_launch(char *kernel, size_t kernel_size, char *plan, size_t plan_size) {
+  pthread_mutex_lock(&g_lock);
+  snprintf(kernel, kernel_size, "%s", g_last_kernel);
+  snprintf(plan, plan_size, "%s", g_last_plan);
+  const int n = g_launches;
+  pthread_mutex_unlock(&g_lock);
+  return n;
 }
 
 void opst_coverage_start(ops_handle h) {

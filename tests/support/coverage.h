@@ -8,6 +8,8 @@
 #ifndef OPSLIB_TESTS_SUPPORT_COVERAGE_H_
 #define OPSLIB_TESTS_SUPPORT_COVERAGE_H_
 
+#include <stddef.h>
+
 #include "opslib/opslib.h"
 
 void opst_coverage_start(ops_handle h);
@@ -16,5 +18,10 @@ void opst_coverage_check(const char *test_target);
 /* Records that `kernel` served (or, in a dry run, would serve) a call whose problem text
  * (ops_explain's `problem`, the profiler's `problem`) lists its features in brackets. */
 void opst_coverage_note(const char *kernel, const char *problem);
+
+/* The newest launch the profiler of opst_coverage_start delivered: its kernel and launch
+ * plan ("" where it has one way to run) into the buffers; returns the launches delivered so
+ * far (flush the handle's profiler first). */
+int opst_coverage_last_launch(char *kernel, size_t kernel_size, char *plan, size_t plan_size);
 
 #endif /* OPSLIB_TESTS_SUPPORT_COVERAGE_H_ */

@@ -108,6 +108,23 @@ int compare(const opst_tensor *out, const opst_tensor *ref, const double *scale,
   return 1;
 }
 
+/* The launch just run on g_gpu (its profiler is coverage.h's) is the kernel explain chose,
+ * and took the launch plan explain named for it. */
+static void launch_is_explained(const gcall *c, const char *kernel, const ops_explain *e, int launches_before) {
+  OPST_OK(ops_handle_flush_profiler(g_gpu));
+  char ran[64], plan[192];
+  const int launches = opst_coverage_last_launch(ran, sizeof ran, plan, sizeof plan);
+  if (launches == 0) return; /* no profiler on the handle: nothing recorded */
+  assert_true(launches > launches_before);
+  assert_true(e->chosen >= 0);
+  const char *want = e->verdicts[e->chosen].kernel_name, *want_plan = e->plan[e->chosen] ? e->plan[e->chosen] : "";
+  if (strcmp(ran, want) != 0 || strcmp(plan, want_plan) != 0) {
+    print_error("%s [%s]: explain names %s (plan '%s'), the launch ran %s (plan '%s')\n", c->label,
+                kernel ? kernel : "dispatcher", want, want_plan, ran, plan);
+    fail();
+  }
+}
+
 /* One GPU run of c on the current pin; returns 0 when the pinned kernel refused it. */
 int gpu_run(gcall *c, void **mem, const char *kernel) {
   /* fresh inputs, poisoned outputs */
@@ -142,6 +159,13 @@ int gpu_run(gcall *c, void **mem, const char *kernel) {
                 ops_last_error());
     fail();
   }
+  ops_explain e; /* what explain says will run, and how */
+  e.struct_size = sizeof e;
+  const int explained = c->op != OPS_OP_EW_CHAIN;
+  if (explained) OPST_OK(c->run(g_gpu, c, NULL, 0, NULL, &e));
+  char last_kernel[64], last_plan[192];
+  OPST_OK(ops_handle_flush_profiler(g_gpu));
+  const int launches_before = opst_coverage_last_launch(last_kernel, sizeof last_kernel, last_plan, sizeof last_plan);
   void *dws = NULL;
   if (ws > 0) {
     CUDA_OK(cudaMalloc(&dws, ws));
@@ -155,6 +179,7 @@ int gpu_run(gcall *c, void **mem, const char *kernel) {
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaGetLastError());
   cudaFree(dws);
+  if (explained && !e.empty) launch_is_explained(c, kernel, &e, launches_before);
   char why[256];
   for (int i = 0; i < c->n; ++i) {
     if (c->role[i] != OUT) continue;

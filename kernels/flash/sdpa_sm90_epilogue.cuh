@@ -1,8 +1,12 @@
 /*
  * The Hopper attention's epilogue: each consumer thread divides its two rows of O by their
- * softmax sums and stores them from registers (pairs of elements; a single one at an odd
- * Dv's last column), and writes the rows' LSE. Rows past the sequence and columns past Dv
- * are not stored.
+ * softmax sums and writes the rows' LSE. Where O's rows are 16-byte aligned (g.aligned), the
+ * four threads of a quad, which hold a row's columns in pairs, trade their pairs (a 4 x 4
+ * transpose by two xor shuffles) so that each holds 8 consecutive columns and stores them as
+ * one 16-byte vector: a warp's store covers 64 contiguous bytes of each of its 8 rows, whole
+ * 32-byte sectors instead of 16-byte halves. Otherwise pairs of elements from registers (a
+ * single one at an odd Dv's last column). Rows past the sequence and columns past Dv are not
+ * stored.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_EPILOGUE_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_EPILOGUE_CUH_
@@ -11,6 +15,24 @@
 
 namespace opsi {
 namespace fa3 {
+
+/* w[j] of quad thread p (j, p in 0..3) -> w[p] of quad thread j: the pairs of column block j
+ * gathered in thread j, in column order. Two rounds: partners across lane bit 0, then bit 1,
+ * each swapping the words whose index bit differs from the thread's. */
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4], int lane) {
+#pragma unroll
+  for (int bit = 1; bit <= 2; bit *= 2) {
+    const bool hi = (lane & bit) != 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j & bit) continue; /* pair (j, j + bit) */
+      const uint32_t send = hi ? w[j] : w[j + bit];
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, send, bit);
+      if (hi) w[j] = got;
+      else w[j + bit] = got;
+    }
+  }
+}
 
 template <typename T, int DP>
 __device__ __forceinline__ void epilogue(const sdpa_geom &g, const sdpa_work &w, int r_in, int lane,
@@ -22,8 +44,32 @@ __device__ __forceinline__ void epilogue(const sdpa_geom &g, const sdpa_work &w,
   for (int hr = 0; hr < 2; ++hr) {
     const int i = w.i_lo + r_in + hr * 8;
     const float inv = sdpa_finish_row(g, s, w.b, w.h, i, row_max[hr], row_sum[hr], lane);
-    if (i >= s.sq) continue;
     T *row = op + (int64_t)i * g.o.ss;
+    if (DP > 64 && g.aligned) {
+#pragma unroll
+      for (int grp = 0; grp < DP / 32; ++grp) { /* column blocks 4 grp .. 4 grp + 3 */
+        uint32_t v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int nb = grp * 4 + j;
+          v[j] = pack2<T>(o[nb * 4 + hr * 2] * inv, o[nb * 4 + hr * 2 + 1] * inv);
+        }
+        quad_transpose(v, lane); /* every lane: the shuffles take the whole warp */
+        const int col = (grp * 4 + lane % 4) * 8;
+        if (i >= s.sq || col >= g.dv) continue;
+        if (col + 8 <= g.dv) {
+          *reinterpret_cast<uint4 *>(row + col) = make_uint4(v[0], v[1], v[2], v[3]);
+        } else {
+          uint16_t *e = reinterpret_cast<uint16_t *>(row + col); /* T is 16-bit: v's halves as they are */
+#pragma unroll
+          for (int c = 0; c < 8; ++c) {
+            if (col + c < g.dv) e[c] = (uint16_t)(v[c / 2] >> (16 * (c % 2)));
+          }
+        }
+      }
+      continue;
+    }
+    if (i >= s.sq) continue;
 #pragma unroll
     for (int nb = 0; nb < DP / 8; ++nb) {
       const int col = nb * 8 + (lane % 4) * 2;

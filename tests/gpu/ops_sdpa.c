@@ -35,8 +35,9 @@ static ops_status run_sdpa(ops_handle h, gcall *c, void *ws, size_t wsb, size_t 
 }
 
 /* A [B, S, H, D] operand (varlen: [T, H, D]) in one of the layouts attention operands come
- * in: 0 contiguous (BSHD), 1 BHSD memory through strides, 2 rows padded by 8 elements
- * (16-byte aligned, not contiguous), 3 random strides, axis order and offset (element loads). */
+ * in: 0 contiguous (BSHD), 1 BHSD memory through strides, 2 rows padded to a multiple of 8
+ * elements and 8 more (16-byte aligned, not contiguous), 3 random strides, axis order and
+ * offset (element loads). */
 void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, int layout) {
   if (layout == 3) {
     opst_alloc(t, &g_rng, dt, nd, shape, OPST_STRIDED);
@@ -46,7 +47,7 @@ void alloc_seq(opst_tensor *t, int32_t dt, int nd, const int64_t *shape, int lay
   memcpy(w, shape, (size_t)nd * sizeof *w);
   const int s = nd - 3, hd = nd - 2; /* the S (or T) and H axes */
   if (layout == 1) w[s] = shape[hd], w[hd] = shape[s];
-  if (layout == 2) w[nd - 1] = shape[nd - 1] + 8;
+  if (layout == 2) w[nd - 1] = (shape[nd - 1] + 7) / 8 * 8 + 8;
   opst_alloc(t, &g_rng, dt, nd, w, OPST_CONTIGUOUS);
   if (layout == 1) {
     const int64_t ss = t->t.strides[hd];
@@ -203,8 +204,8 @@ static void sdpa_case(int iter, int64_t big_seq) {
   free_call(&c);
 }
 
-/* A dense call (no mask, no varlen) into c: q, k, v in alloc_seq's `layout`, o row-major and an
- * f32 LSE, held in t[0 .. 4]. */
+/* A dense call (no mask, no varlen) into c: q, k, v in alloc_seq's `layout`, o row-major (rows
+ * padded with layout 2) and an f32 LSE, held in t[0 .. 4]. */
 void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int64_t sq, int64_t sk,
                             int64_t hq, int64_t hkv, int64_t d, int64_t dv, int layout) {
   memset(c, 0, sizeof *c);
@@ -216,7 +217,7 @@ void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int6
   alloc_seq(&t[0], dt, 4, qs, layout);
   alloc_seq(&t[1], dt, 4, ks, layout);
   alloc_seq(&t[2], dt, 4, vs, layout);
-  alloc_seq(&t[3], dt, 4, os, 0);
+  alloc_seq(&t[3], dt, 4, os, layout == 2 ? 2 : 0);
   opst_alloc(&t[4], &g_rng, OPS_DTYPE_F32, 3, ls, OPST_CONTIGUOUS);
   add_qkv(c, &t[0], &t[1], &t[2]);
   add_absent(c); /* mask */
@@ -232,20 +233,23 @@ void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int6
  * tail) x 777 keys (a partial key tile); LSE; d 64 bf16 (6 query tiles of 192 a head, 144
  * work tiles), d 128 f16 with Dv 96 (8 of 128, 192 tiles): an even count a head, so the
  * blocks run in clusters of two that share K / V; then d 128 bf16 with 1100 rows (9 query
- * tiles a head, 216 tiles): an odd count, one block at a time; then d 64 with Dv 40 in pairs.
+ * tiles a head, 216 tiles): an odd count, one block at a time; then d 64 with Dv 40 in pairs;
+ * then d 128 with Dv 100 in rows padded to 16 bytes (O's last 16-byte vector a part one).
  * The _pair rows take the even counts; pinned on the odd one they refuse it. */
 void sdpa_many_tiles(void **state) {
   (void)state;
-  for (int v = 0; v < 4; ++v) {
+  for (int v = 0; v < 5; ++v) {
     const int32_t dt = v == 1 ? OPS_DTYPE_F16 : OPS_DTYPE_BF16;
-    const int64_t d = v == 0 || v == 3 ? 64 : 128;
+    const int64_t d = v == 0 || v == 3 ? 64 : 128, dv = v == 1 ? 96 : v == 3 ? 40 : v == 4 ? 100 : d;
     gcall c;
     opst_tensor t[5];
-    sdpa_dense_call(&c, t, dt, 3, v == 2 ? 1100 : 1000, 777, 8, 2, d, v == 1 ? 96 : v == 3 ? 40 : d, v % 2);
+    sdpa_dense_call(&c, t, dt, 3, v == 2 ? 1100 : 1000, 777, 8, 2, d, dv, v == 4 ? 2 : v % 2);
     c.label = v == 0   ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, lse: 144 work tiles in pairs"
               : v == 1 ? "sdpa f16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 96, BHSD, lse: 192 work tiles in pairs"
               : v == 2 ? "sdpa bf16 3 x 8 heads (GQA 4) x 1100 x 777, d 128, lse: 216 work tiles"
-                       : "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, Dv 40, BHSD, lse: 144 work tiles in pairs";
+              : v == 3 ? "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 64, Dv 40, BHSD, lse: 144 work tiles in pairs"
+                       : "sdpa bf16 3 x 8 heads (GQA 4) x 1000 x 777, d 128, Dv 100, padded rows, lse: 192 work tiles "
+                         "in pairs";
     check_call(&c);
     free_call(&c);
   }

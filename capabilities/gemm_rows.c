@@ -53,10 +53,9 @@
       .workspace_formula = "0", .plan = sm90_plan,                                                           \
   }
 
-/* The rows take contiguous operands with 16-byte aligned rows alone (no OPSI_F_STRIDED, align
- * 16), so D's dtype decides the store. */
+/* How D is stored: the problem's extra[0] (opsi_gemm_sm90_d_tma). */
 static const char *sm90_plan(const opsi_problem *p) {
-  return p->out_dtype == OPS_DTYPE_F32 ? OPSI_GEMM_SM90_PLAN_THREAD_STORE : OPSI_GEMM_SM90_PLAN_TMA_STORE;
+  return p->extra[0] ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
 }
 
 /* The split-K rows (gemm_kernels.h's OPSI_GEMM_SM90_SPLITK_KERNELS): the same kernel, its K

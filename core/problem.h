@@ -55,8 +55,9 @@ typedef struct opsi_problem {
   uint32_t flags;        /* OPSI_F_* */
   int32_t align;         /* largest power of two (<= 16) dividing every data pointer in bytes */
   int64_t dims[8];       /* op-specific shape signature: the OPSI_DIM_* indices below */
-  int64_t extra[2];      /* op-specific values that change the cost, not eligibility
-                            (SDPA: window_left, window_right; -1 unbounded) */
+  int64_t extra[2];      /* op-specific values that change the cost or the launch plan, not
+                            eligibility (SDPA: window_left, window_right, -1 unbounded; GEMM:
+                            extra[0] 1 where the Hopper rows store D by TMA) */
   int32_t sm_count;      /* the device's multiprocessors (grid sizing of split kernels); 0 on the CPU */
   int32_t page_size;     /* SDPA over a paged cache: keys a page; else 0 */
 } opsi_problem;

@@ -161,6 +161,7 @@ static ops_status gemm_prepare(const opsi_vctx *v, const ops_gemm_params *params
   if (g->has_residual) pr->flags |= OPSI_F_RESIDUAL;
   if (g->has_c) pr->flags |= OPSI_F_BETA_C;
   if (batch > 1) pr->flags |= OPSI_F_BATCHED;
+  pr->extra[0] = opsi_gemm_sm90_d_tma(g);
   /* A and B may be either major (transposes through strides); D's rows must be unit-stride. */
   const int na = a->ndim, nb = b->ndim;
   if ((!unit_inner(a, na - 1) && !unit_inner(a, na - 2)) ||

@@ -22,4 +22,14 @@ typedef struct opsi_gemm_args {
   int64_t batch, m, n, k;
 } opsi_gemm_args;
 
+/* The Hopper rows store D by TMA from shared memory where its map can be made: 16-bit, unit
+ * column stride, base and row stride (and a real batch's stride) 16-byte aligned; else the
+ * threads store it. The launcher takes this path and the rows' plan names it, from here. */
+static inline int opsi_gemm_sm90_d_tma(const opsi_gemm_args *g) {
+  const ops_tensor *d = &g->d;
+  if (d->dtype != OPS_DTYPE_BF16 && d->dtype != OPS_DTYPE_F16) return 0;
+  if (d->strides[2] != 1 || (uintptr_t)d->data % 16 != 0 || d->strides[1] <= 0 || d->strides[1] % 8 != 0) return 0;
+  return g->batch == 1 || (d->strides[0] > 0 && d->strides[0] % 8 == 0);
+}
+
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_ARGS_H_ */

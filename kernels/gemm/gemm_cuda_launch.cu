@@ -104,10 +104,8 @@ ops_status encode_map(const opsi_launch *ctx, CUtensorMap *map, const void *base
 /* D's store map (box 64 x 64 x 1) when the Hopper epilogue can store D by TMA: 16-bit, unit
  * column stride, 16-byte aligned base and positive row / batch strides. A D that cannot is
  * stored by the threads instead (returns false; no error). */
-bool encode_store_map(CUtensorMap *map, const opsi::gemm_geom &g) {
-  if (g.d_dtype != OPS_DTYPE_BF16 && g.d_dtype != OPS_DTYPE_F16) return false;
-  if (g.d.sc != 1 || (uintptr_t)g.d.p % 16 != 0 || g.d.sr <= 0 || g.d.sr % 8 != 0) return false;
-  if (g.batch > 1 && (g.d.sb <= 0 || g.d.sb % 8 != 0)) return false;
+bool encode_store_map(CUtensorMap *map, const opsi_gemm_args *a, const opsi::gemm_geom &g) {
+  if (!opsi_gemm_sm90_d_tma(a)) return false;
   return map_3d(map, g.d.p, g.d_dtype, g.n, g.m, g.d.sr, g.batch, g.batch > 1 ? g.d.sb : 0, 64) == CUDA_SUCCESS;
 }
 
@@ -134,7 +132,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   const int64_t kblocks = (g.k + opsi::sm90::BK - 1) / opsi::sm90::BK;
   ks.kb_per_part = (int32_t)((kblocks + ks.parts - 1) / ks.parts);
   ks.a_bytes = a_rows * opsi::sm90::BK * 2;
-  const int d_tma = encode_store_map(&md, g) ? 1 : 0;
+  const int d_tma = encode_store_map(&md, a, g) ? 1 : 0;
   const int64_t units = order.tiles * ks.parts; /* split: every unit its own block, within a wave */
   const int grid = (int)(ks.parts > 1 || units < ctx->sm_count ? units : ctx->sm_count);
   const int pairs = (pair_view(g.d, g.batch, g.d_dtype) ? 1 : 0) |

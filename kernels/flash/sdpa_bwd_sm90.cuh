@@ -251,8 +251,10 @@ __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, 
 #endif
 
 /* The main pass: grid (key tiles of BN, Hkv, batch; DET: launched in another order). The tensor
- * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
-template <typename T, int DP, bool DET>
+ * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. SPLIT:
+ * the key tiles' walks are in kv_parts parts (a kernel of its own: a launch in one part
+ * carries none of the parts' code). */
+template <typename T, int DP, bool DET, bool SPLIT>
 __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     sdpa_bwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -264,8 +266,8 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_geom &g = bg.f;
   extern __shared__ uint8_t smem_raw[];
   const smem_plan<C> sm(smem_raw);
-  /* grid x: key tiles x parts, a key tile's parts side by side (DET: one part) */
-  const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts;
+  /* grid x: key tiles x parts, a key tile's parts side by side (SPLIT: kv_parts > 1) */
+  const int parts = SPLIT ? bg.kv_parts : 1;
   int b = blockIdx.z, hk = blockIdx.y, blk = (int)blockIdx.x / parts;
   const int part = (int)blockIdx.x % parts;
   if (DET) { /* the launch order: see turn_chunk */
@@ -506,7 +508,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       }
     }
 
-    if (parts > 1 && !last_part<DP>(bg, sm.lse, (((int64_t)b * gridDim.y + hk) * (gridDim.x / parts) + blk), parts,
+    if (SPLIT && !last_part<DP>(bg, sm.lse, (((int64_t)b * gridDim.y + hk) * (gridDim.x / parts) + blk), parts,
                                 part, dk, dv)) {
       return; /* another part adds and stores this key tile's dK and dV */
     }
@@ -555,10 +557,10 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   const sdpa_geom &g = bg.f;
   fa2bwd::launch_dsum<T>(bg, sm_count, stream);
   const int64_t items = bg.rows * g.heads_q, cap = (int64_t)sm_count * 16;
-  const auto kernel = sdpa_bwd_sm90_kernel<T, DP, DET>;
+  const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
+  const auto kernel = DET || parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false> : sdpa_bwd_sm90_kernel<T, DP, DET, !DET>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),
                 (unsigned)g.batch);
   sdpa_bwd_geom kg = bg;

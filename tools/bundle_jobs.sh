@@ -26,7 +26,12 @@
 # sanitizers) others takes about 170 s. Since sdpa_split_merge (2026-11-25) ops takes about
 # 250 s and ops-memcheck more than 200 s (give each its own limit, or run ops, others and a
 # filtered ops-memcheck side by side: three jobs.sh in the background, then wait; 2026-11-25:
-# ops 251 s, others 231 s). Three calls cover the rest:
+# ops 251 s, others 231 s). Since gpu_run explains every call before it runs it (2026-11-26,
+# session 33) ops takes 314 s beside ops-memcheck and others, 414 s beside a racecheck of
+# sdpa*; that racecheck did not finish in 565 s (it was in `sdpa`, run alone 57 s), and of
+# sdpa_backward* the reproducibility test outlasted 415 s beside another racecheck: give
+# ops-racecheck=sdpa, =sdpa_backward and ='sdpa_backward_is_reproducible' their own jobs.
+# Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \
 #           ops-racecheck='elementwise*' ops-racecheck='dropout*'

@@ -568,17 +568,44 @@ static void launch_variants_are_rows_or_plans(void **state) {
 #undef PERSISTENT
 #undef BY_LENGTH
 
-  /* GEMM: a 16-bit D goes out by TMA, an f32 one by the threads */
+  /* GEMM: a 16-bit D goes out by TMA, an f32 one by the threads, and so does a 16-bit one
+   * whose row stride is no multiple of 8 elements (no TMA map; A and B still aligned) */
   const int64_t as[2] = {512, 1024}, bs[2] = {1024, 512}, ds[2] = {512, 512};
   ops_tensor a = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, as), b = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, bs);
-  for (int f32 = 0; f32 < 2; ++f32) {
-    ops_tensor d = desc(f32 ? OPS_DTYPE_F32 : OPS_DTYPE_BF16, ops_device_cuda(0), 2, ds);
+  for (int c = 0; c < 3; ++c) {
+    ops_tensor d = desc(c == 1 ? OPS_DTYPE_F32 : OPS_DTYPE_BF16, ops_device_cuda(0), 2, ds);
+    if (c == 2) d.strides[0] = 516;
     OPST_OK(ops_gemm_explain(v, NULL, &a, &b, &d, &e));
     const ops_verdict *g = verdict_of(&e, "cuda_gemm_sm90_128x128");
     assert_int_equal(g->reason, OPS_REASON_ELIGIBLE);
-    assert_string_equal(e.plan[g - e.verdicts], f32 ? "persistent; D stored by the threads"
-                                                    : "persistent; D stored by TMA from swizzled shared memory");
+    assert_string_equal(e.plan[g - e.verdicts], c > 0 ? "persistent; D stored by the threads"
+                                                      : "persistent; D stored by TMA from swizzled shared memory");
     assert_null(e.plan[verdict_of(&e, "cuda_gemm_mma_cp") - e.verdicts]);
+  }
+
+  /* the attention backward: the default Hopper row cuts each key tile's walk in parts where
+   * the key tiles fill too little of a wave (B1 S512 GQA 32:8: 32 key tiles on 132 SMs, 4
+   * parts), a block a key tile where they fill it (B16 S256 H32: 1024); the deterministic
+   * row has one way to run */
+  static const struct {
+    int64_t b, s, hq, hkv;
+    const char *plan;
+  } kBwd[2] = {{1, 512, 32, 8, "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order"},
+               {16, 256, 32, 32, "a block a key tile"}};
+  for (int c = 0; c < 2; ++c) {
+    const int64_t qs2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hq, 128}, ks2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hkv, 128},
+                  ls2[3] = {kBwd[c].b, kBwd[c].hq, kBwd[c].s};
+    ops_tensor tq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs2), tk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks2);
+    ops_tensor tl = desc(OPS_DTYPE_F32, ops_device_cuda(0), 3, ls2);
+    ops_sdpa_params_init(&p);
+    p.causal = 1;
+    OPST_OK(ops_sdpa_backward_explain(v, &p, &tq, &tk, &tk, &tq, &tl, &tq, &tq, &tk, &tk, &e));
+    const ops_verdict *dflt = verdict_of(&e, "cuda_sdpa_backward_sm90_d128");
+    const ops_verdict *det = verdict_of(&e, "cuda_sdpa_backward_sm90_det_d128");
+    assert_int_equal(dflt->reason, OPS_REASON_ELIGIBLE);
+    assert_int_equal(det->reason, OPS_REASON_ELIGIBLE);
+    assert_string_equal(e.plan[dflt - e.verdicts], kBwd[c].plan);
+    assert_null(e.plan[det - e.verdicts]);
   }
   ops_handle_destroy(v);
 }

@@ -20,8 +20,8 @@ void opst_coverage_check(const char *test_target);
 void opst_coverage_note(const char *kernel, const char *problem);
 
 /* The newest launch the profiler of opst_coverage_start delivered: its kernel and launch
- * plan ("" where it has one way to run) into the buffers; returns the launches delivered so
- * far (flush the handle's profiler first). */
+ * plan ("" where it has one way to run) into the buffers (NULL with size 0: not wanted);
+ * returns the launches delivered so far (flush the handle's profiler first). */
 int opst_coverage_last_launch(char *kernel, size_t kernel_size, char *plan, size_t plan_size);
 
 #endif /* OPSLIB_TESTS_SUPPORT_COVERAGE_H_ */

@@ -56,4 +56,16 @@ static inline ops_status opsi_launch_failed(const opsi_launch *ctx, ops_status s
   return status;
 }
 
+/* What the runtime does for launchers (runtime/cuda_device.c): cudaFuncSetAttribute(fn,
+ * cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), skipped where the current CUDA context
+ * already has that limit or a larger one from an earlier call (the attribute lasts as long as
+ * the context; kept per kernel and context id). Returns a cudaError_t. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+int opsi_cuda_smem_optin(const void *fn, int32_t bytes);
+#ifdef __cplusplus
+}
+#endif
+
 #endif /* OPSLIB_CORE_LAUNCH_H_ */

@@ -1,10 +1,14 @@
 /* Device discovery and launch-error collection through the CUDA runtime API. */
 #include "runtime/cuda_device.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/launch.h"
 #include "runtime/error.h"
 
 /* runtime/cuda_probe.cu */
@@ -87,4 +91,93 @@ ops_status opsi_cuda_check_current(const char *what, int ordinal) {
                      ordinal, ordinal, current);
   }
   return OPS_OK;
+}
+
+/* ---- shared-memory opt-in, once per (kernel, context) ------------------------------------ */
+
+/* The current context's id, through the driver's entry points (no libcuda link); 0 where the
+ * driver has none or no context is current. */
+typedef CUresult (*opsi_ctx_get_current_fn)(CUcontext *);
+typedef CUresult (*opsi_ctx_get_id_fn)(CUcontext, unsigned long long *);
+static opsi_ctx_get_current_fn g_ctx_current;
+static opsi_ctx_get_id_fn g_ctx_id;
+static pthread_once_t g_ctx_once = PTHREAD_ONCE_INIT;
+
+static void *driver_entry(const char *name) {
+  void *p = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+
+static void ctx_entries(void) {
+  void *current = driver_entry("cuCtxGetCurrent"), *id = driver_entry("cuCtxGetId");
+  if (current != NULL && id != NULL) { /* ISO C has no cast from void * to a function */
+    memcpy(&g_ctx_current, &current, sizeof current);
+    memcpy(&g_ctx_id, &id, sizeof id);
+  }
+}
+
+static unsigned long long current_ctx_id(void) {
+  pthread_once(&g_ctx_once, ctx_entries);
+  CUcontext ctx = NULL;
+  unsigned long long id = 0;
+  if (g_ctx_current == NULL || g_ctx_id == NULL || g_ctx_current(&ctx) != CUDA_SUCCESS || ctx == NULL) return 0;
+  return g_ctx_id(ctx, &id) == CUDA_SUCCESS ? id : 0;
+}
+
+/* Open addressing over (kernel, context id): readers take no lock (a slot's key is published
+ * after its limit, with release; a limit only grows); a writer holds g_optin_lock, so that
+ * two threads never set one kernel's limit out of order. A full table sets every time. */
+#define OPTIN_SLOTS 4096
+typedef struct {
+  _Atomic(uintptr_t) fn;
+  _Atomic(unsigned long long) ctx;
+  _Atomic(int32_t) bytes;
+} optin_slot;
+static optin_slot g_optin[OPTIN_SLOTS];
+static pthread_mutex_t g_optin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The slot of (fn, ctx) (*hit 1), or the empty slot where it would go (*hit 0; NULL: the
+ * table is full). */
+static optin_slot *optin_find(uintptr_t fn, unsigned long long ctx, int *hit) {
+  const uint64_t h = ((uint64_t)fn ^ (ctx * 0x9E3779B97F4A7C15ull)) * 0xD6E8FEB86659FD93ull;
+  *hit = 0;
+  for (int i = 0; i < OPTIN_SLOTS; ++i) {
+    optin_slot *s = &g_optin[((h >> 52) + (uint64_t)i) & (OPTIN_SLOTS - 1)];
+    const uintptr_t f = atomic_load_explicit(&s->fn, memory_order_acquire);
+    if (f == 0) return s;
+    if (f == fn && atomic_load_explicit(&s->ctx, memory_order_relaxed) == ctx) {
+      *hit = 1;
+      return s;
+    }
+  }
+  return NULL;
+}
+
+int opsi_cuda_smem_optin(const void *fn, int32_t bytes) {
+  const unsigned long long ctx = current_ctx_id();
+  if (ctx == 0) return (int)cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  int hit = 0;
+  optin_slot *s = optin_find((uintptr_t)fn, ctx, &hit);
+  if (hit && atomic_load_explicit(&s->bytes, memory_order_acquire) >= bytes) return (int)cudaSuccess;
+  pthread_mutex_lock(&g_optin_lock);
+  s = optin_find((uintptr_t)fn, ctx, &hit); /* again: another thread may have set it meanwhile */
+  cudaError_t e = cudaSuccess;
+  if (!hit || atomic_load_explicit(&s->bytes, memory_order_relaxed) < bytes) {
+    e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess && s != NULL) {
+      atomic_store_explicit(&s->bytes, bytes, memory_order_release);
+      if (!hit) {
+        atomic_store_explicit(&s->ctx, ctx, memory_order_relaxed);
+        atomic_store_explicit(&s->fn, (uintptr_t)fn, memory_order_release);
+      }
+    }
+  }
+  pthread_mutex_unlock(&g_optin_lock);
+  return (int)e;
 }

@@ -1,7 +1,8 @@
 /*
  * A CUDA launcher's failures as statuses that name what failed (core/launch.h's
  * opsi_launch_failed; the dispatch layer writes the message): a runtime error of the launch,
- * and a tensor map the driver would not encode.
+ * and a tensor map the driver would not encode. And the shared-memory opt-in of a kernel's
+ * launch, set once per context (core/launch.h's opsi_cuda_smem_optin).
  */
 #ifndef OPSLIB_KERNELS_COMMON_LAUNCH_STATUS_H_
 #define OPSLIB_KERNELS_COMMON_LAUNCH_STATUS_H_
@@ -12,6 +13,12 @@
 #include "core/launch.h"
 
 namespace opsi {
+
+/* cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), skipped
+ * where this context already has the limit (opsi_cuda_smem_optin). */
+template <typename K> inline cudaError_t smem_optin(K *kernel, int bytes) {
+  return static_cast<cudaError_t>(opsi_cuda_smem_optin(reinterpret_cast<const void *>(kernel), bytes));
+}
 
 inline ops_status launch_status(const opsi_launch *ctx, cudaError_t e) {
   if (e == cudaSuccess) return OPS_OK;

@@ -22,6 +22,7 @@
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_BWD_MMA_CUH_
 
+#include "kernels/common/launch_status.h"
 #include "kernels/flash/sdpa_bwd_mma_shape.h"
 #include "kernels/flash/sdpa_mma.cuh"
 
@@ -303,8 +304,8 @@ cudaError_t launch_passes(const sdpa_bwd_geom &bg, cudaStream_t stream, dim3 *gk
   const sdpa_geom &g = bg.f;
   const auto dkdv = sdpa_bwd_dkdv_kernel<T, DP, FULL>;
   const auto dq = sdpa_bwd_dq_kernel<T, DP, FULL>;
-  cudaError_t e = cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, C::KV_SMEM);
-  if (e == cudaSuccess) e = cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, C::Q_SMEM);
+  cudaError_t e = smem_optin(dkdv, C::KV_SMEM);
+  if (e == cudaSuccess) e = smem_optin(dq, C::Q_SMEM);
   if (e != cudaSuccess) return e;
   *gk = dim3((unsigned)((g.seqlen_k + C::ROWS - 1) / C::ROWS), (unsigned)(g.heads_q / g.group), (unsigned)g.batch);
   if (gk->x > 0) dkdv<<<*gk, C::THREADS, C::KV_SMEM, stream>>>(bg);

@@ -51,6 +51,7 @@
 
 #include <cuda.h>
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/flash/sdpa_bwd_mma.cuh"
@@ -559,7 +560,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   const int64_t items = bg.rows * g.heads_q, cap = (int64_t)sm_count * 16;
   const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
   const auto kernel = DET || parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false> : sdpa_bwd_sm90_kernel<T, DP, DET, !DET>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),
                 (unsigned)g.batch);

@@ -23,6 +23,7 @@
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_MMA_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_MMA_CUH_
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/mma_sync.cuh"
 #include "kernels/flash/sdpa_gpu.cuh"
 #include "kernels/flash/sdpa_mma_shape.h"
@@ -262,7 +263,7 @@ cudaError_t launch_sdpa_mma(const sdpa_geom &g, cudaStream_t stream, int32_t *gr
                             int32_t *smem_bytes) {
   using C = cfg<T, DP>;
   const auto kernel = sdpa_mma_kernel<T, DP>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  const cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gr((unsigned)((g.seqlen_q + C::BM - 1) / C::BM), (unsigned)g.heads_q, (unsigned)g.batch);
   kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g);

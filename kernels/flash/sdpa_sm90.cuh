@@ -30,6 +30,7 @@
 
 #include <atomic>
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/flash/sdpa_sm90_cfg.cuh"
 #include "kernels/flash/sdpa_sm90_epilogue.cuh"
@@ -132,7 +133,7 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
                              int32_t *smem_bytes) {
   using C = shape<DP>;
   const auto kernel = sdpa_sm90_kernel<T, C, CL>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   /* a programmatic dependent launch: this kernel's prologue may run under the previous
    * kernel's tail (the kernel waits before its first global access) */

@@ -37,6 +37,7 @@
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/mma_sync.cuh"
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/common/wgmma_ops.cuh"
@@ -533,7 +534,7 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
                               int32_t *block, int32_t *smem_bytes, int32_t *cluster) {
   using C = cfg<T, DP, BM>;
   const auto kernel = sdpa_split_kernel<T, DP, BM>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  const cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   float *ws_lse = splits > 1 && !clustered ? static_cast<float *>(workspace) : nullptr;
   float *ws_o = ws_lse != nullptr ? reinterpret_cast<float *>(static_cast<unsigned char *>(workspace) +

@@ -23,6 +23,7 @@
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_PIPELINED_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_PIPELINED_CUH_
 
+#include "kernels/common/launch_status.h"
 #include "kernels/gemm/gemm_shape.h"
 #include "kernels/gemm/gemm_tiled.cuh"
 
@@ -170,7 +171,7 @@ template <typename T, bool B_MN>
 cudaError_t launch_gemm_cp(const gemm_geom &g, cudaStream_t stream, int32_t *grid, int32_t *block,
                            int32_t *smem_bytes) {
   const auto kernel = gemm_cp_kernel<T, B_MN>;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<T>::SMEM_BYTES);
+  const cudaError_t e = smem_optin(kernel, cfg<T>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gr((unsigned)((g.m + BM - 1) / BM), (unsigned)((g.n + BN - 1) / BN), (unsigned)g.batch);
   kernel<<<gr, THREADS, cfg<T>::SMEM_BYTES, stream>>>(g);

@@ -23,6 +23,7 @@
 
 #include <cuda.h>
 
+#include "kernels/common/launch_status.h"
 #include "kernels/common/sm90_async.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/gemm/gemm_gpu.cuh"
@@ -159,8 +160,7 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
                              const gemm_geom &g, const tile_order &order, const k_split &ks, int a_batched,
                              int b_batched, int pairs, int d_tma, int grid, cudaStream_t stream) {
   const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
-  const cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BN>::SMEM_BYTES);
+  const cudaError_t e = smem_optin(kernel, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t lc = {};
   lc.gridDim = dim3((unsigned)grid);

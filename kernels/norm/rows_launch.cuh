@@ -9,6 +9,7 @@
 #ifndef OPSLIB_KERNELS_NORM_ROWS_LAUNCH_CUH_
 #define OPSLIB_KERNELS_NORM_ROWS_LAUNCH_CUH_
 
+#include "kernels/common/launch_status.h"
 #include "kernels/norm/rows_backward.cuh"
 #include "kernels/norm/rows_common.cuh"
 #include "kernels/norm/rows_forward.cuh"
@@ -62,7 +63,7 @@ void launch_rows_backward_staged(const row_geom &g, cudaStream_t stream, int sm_
   const int64_t cap = sm_count > 0 ? sm_count : 1;
   const unsigned blocks = (unsigned)(g.cfg.blocks < cap ? g.cfg.blocks : cap);
   auto kernel = row_backward_staged_kernel<T, OPSI_ROWS_STAGED_STAGES>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  smem_optin(kernel, bytes);
   kernel<<<blocks, OPSI_ROWS_STAGED_THREADS, bytes, stream>>>(g);
   *grid = (int32_t)blocks, *block = OPSI_ROWS_STAGED_THREADS;
 }

@@ -3,7 +3,8 @@
  * (a kernel from the project's nvcc rule), that a CUDA handle reads the device, and that
  * ops on CUDA tensors are dispatched and, where no CUDA kernel serves them (f32 SDPA; an f32
  * GEMM batch past the portable kernels' grid), refused with OPS_ERR_UNSUPPORTED and a reason per candidate, with device memory untouched.
- * Without a CUDA device every test is skipped and says why.
+ * And that the launchers' shared-memory opt-in holds once per context. Without a CUDA device
+ * every test is skipped and says why.
  */
 #include <cuda_runtime_api.h>
 #include <setjmp.h>
@@ -16,11 +17,14 @@
 
 #include <cmocka.h>
 
+#include "core/launch.h"
 #include "opslib/opslib.h"
 #include "tests/gpu/cuda_check.h"
 #include "tests/support/opst.h"
 
 int opst_gpu_affine(const float *x, float *y, int n, float a, float b, void *stream);
+const void *opst_gpu_smem_kernel(void);
+int opst_gpu_smem_launch(float *y, int bytes, void *stream);
 
 static int g_have_cuda;
 
@@ -205,6 +209,48 @@ static void dispatcher_on_a_cuda_handle(void **state) {
   OPST_OK(ops_handle_destroy(h)); /* destroys the event ring */
 }
 
+/* The launchers' shared-memory opt-in (core/launch.h's opsi_cuda_smem_optin) sets a kernel's
+ * limit once per context: a kernel's default limit is under 64 KB, and after the opt-in a
+ * 64 KB launch runs (no launch is made to fail: the sanitizers count that as an error); a smaller
+ * request keeps the larger limit, a larger one raises it; in a new context (after
+ * cudaDeviceReset) the opt-in holds again (the runtime keeps the limit across contexts, and
+ * the opt-in's table sets it there once more). Last in the list: it resets the device. */
+static int max_dynamic_smem(const void *fn) {
+  struct cudaFuncAttributes a;
+  CUDA_OK(cudaFuncGetAttributes(&a, fn));
+  return a.maxDynamicSharedSizeBytes;
+}
+
+static void shared_memory_opt_in_is_kept_per_context(void **state) {
+  (void)state;
+  REQUIRE_GPU();
+  CUDA_OK(cudaSetDevice(0));
+  const void *fn = opst_gpu_smem_kernel();
+  float *y = NULL;
+  CUDA_OK(cudaMalloc((void **)&y, sizeof(float)));
+  const int big = 64 * 1024;
+  assert_true(max_dynamic_smem(fn) < big); /* the default: 48 KB (a launch over it fails) */
+  assert_int_equal(opsi_cuda_smem_optin(fn, big), 0);
+  assert_int_equal(max_dynamic_smem(fn), big);
+  assert_int_equal(opst_gpu_smem_launch(y, big, NULL), 0);
+  assert_int_equal(opsi_cuda_smem_optin(fn, 32 * 1024), 0);
+  assert_int_equal(max_dynamic_smem(fn), big);
+  assert_int_equal(opsi_cuda_smem_optin(fn, 96 * 1024), 0);
+  assert_int_equal(max_dynamic_smem(fn), 96 * 1024);
+  assert_int_equal(opst_gpu_smem_launch(y, 96 * 1024, NULL), 0);
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaFree(y));
+  CUDA_OK(cudaDeviceReset());
+  CUDA_OK(cudaMalloc((void **)&y, sizeof(float)));
+  assert_int_equal(opsi_cuda_smem_optin(fn, big), 0);
+  assert_int_equal(max_dynamic_smem(fn), big);
+  assert_int_equal(opst_gpu_smem_launch(y, big, NULL), 0);
+  float got = 0.0f;
+  CUDA_OK(cudaMemcpy(&got, y, sizeof got, cudaMemcpyDeviceToHost));
+  assert_true(got == 31.0f);
+  CUDA_OK(cudaFree(y));
+}
+
 static int setup(void **state) {
   (void)state;
   g_have_cuda = opst_have_cuda("gpu_smoke");
@@ -217,6 +263,7 @@ int main(void) {
       cmocka_unit_test(build_runs_its_own_device_code),
       cmocka_unit_test(ops_without_cuda_kernels_are_refused_cleanly),
       cmocka_unit_test(dispatcher_on_a_cuda_handle),
+      cmocka_unit_test(shared_memory_opt_in_is_kept_per_context),
   };
   return cmocka_run_group_tests_name("gpu_smoke", tests, setup, NULL);
 }

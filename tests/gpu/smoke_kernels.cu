@@ -19,3 +19,19 @@ extern "C" int opst_gpu_trap(void *stream) {
   trap_kernel<<<1, 1, 0, (cudaStream_t)stream>>>();
   return (int)cudaGetLastError();
 }
+
+// A kernel with dynamic shared memory, for the shared-memory opt-in test of gpu_smoke_test:
+// its address (what opsi_cuda_smem_optin is keyed on) and a launch with `bytes` of it.
+static __global__ void smem_kernel(float *y) {
+  extern __shared__ float buf[];
+  buf[threadIdx.x] = (float)threadIdx.x;
+  __syncthreads();
+  if (threadIdx.x == 0) y[0] = buf[blockDim.x - 1];
+}
+
+extern "C" const void *opst_gpu_smem_kernel(void) { return reinterpret_cast<const void *>(smem_kernel); }
+
+extern "C" int opst_gpu_smem_launch(float *y, int bytes, void *stream) {
+  smem_kernel<<<1, 32, bytes, (cudaStream_t)stream>>>(y);
+  return (int)cudaGetLastError();
+}

@@ -105,6 +105,9 @@ __device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)
 template <typename T>
 __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;"); /* Hopper's main pass may launch (it waits) */
+#endif
   const int lane = threadIdx.x % 32;
   const int64_t items = bg.rows * g.heads_q;
   for (int64_t it = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; it < items; it += (int64_t)gridDim.x * 8) {

@@ -261,6 +261,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
                          const sdpa_bwd_geom bg) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  /* A programmatic dependent launch (launch_sdpa_bwd_sm90): nothing the dsum launch writes
+   * (D, the zeroed dQ accumulators and counters) is touched before it has completed, and no
+   * block exits before it has (the dQ conversion's wait covers this launch alone). */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   using namespace opsi::sm90;
   using C = cfg<DP>;
   constexpr int BN = C::BN, BM = C::BM, STAGES = C::STAGES;
@@ -528,6 +532,9 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 /* dq = the accumulators times the scale: a thread two columns of a (row, head), grid-stride. */
 template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory"); /* the main pass's accumulators, complete */
+#endif
   const int pairs = (g.d + 1) / 2;
   const int64_t items = bg.rows * g.heads_q * pairs;
   for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
@@ -548,7 +555,7 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
 }
 
 /* Host side: the three launches on one stream (bg's dsum, dq_acc and, DET, dq_turn point into
- * the workspace);
+ * the workspace), the second and third programmatic dependents of the one before;
  * `keys`: k has rows (else no main pass, and its maps are not made). */
 template <typename T, int DP, bool DET>
 cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
@@ -566,9 +573,24 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
                 (unsigned)g.batch);
   sdpa_bwd_geom kg = bg;
   kg.turn_chunk = gk.x > 0 && (unsigned)sm_count > gk.x ? (int32_t)((unsigned)sm_count / gk.x) : 1;
-  if (keys && gk.x > 0) kernel<<<gk, C::THREADS, C::SMEM_BYTES, stream>>>(map_q, map_k, map_v, map_do, kg);
+  /* the main pass and the dQ conversion as programmatic dependent launches: each is resident
+   * and set up while the launch before it drains (each waits before it reads what that wrote) */
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t lc = {};
+  lc.stream = stream, lc.attrs = pdl, lc.numAttrs = 1;
+  if (keys && gk.x > 0) {
+    lc.gridDim = gk, lc.blockDim = dim3(C::THREADS), lc.dynamicSmemBytes = C::SMEM_BYTES;
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, kg);
+    if (e != cudaSuccess) return e;
+  }
   const int64_t pairs = items * ((g.d + 1) / 2), wantc = (pairs + 255) / 256;
-  if (pairs > 0) sdpa_bwd_dq_convert_kernel<T><<<(unsigned)(wantc < cap ? wantc : cap), 256, 0, stream>>>(bg);
+  if (pairs > 0) {
+    lc.gridDim = dim3((unsigned)(wantc < cap ? wantc : cap)), lc.blockDim = dim3(256), lc.dynamicSmemBytes = 0;
+    e = cudaLaunchKernelEx(&lc, sdpa_bwd_dq_convert_kernel<T>, bg);
+    if (e != cudaSuccess) return e;
+  }
   grid[0] = (int32_t)gk.x, grid[1] = (int32_t)gk.y, grid[2] = (int32_t)gk.z;
   block[0] = C::THREADS, block[1] = block[2] = 1;
   *smem_bytes = C::SMEM_BYTES;

@@ -70,6 +70,7 @@ static struct {
   PyObject *to_dlpack;  /* torch.utils.dlpack.to_dlpack (torch._C._to_dlpack) */
   PyObject *capturing;  /* torch.cuda.is_current_stream_capturing */
   PyObject *empty_like; /* torch.empty_like */
+  PyObject *is_neg;     /* torch.Tensor.is_neg, the method descriptor (no bound method a call) */
   PyObject *expand;     /* the method's name */
   PyObject *device[OPSX_MAX_DEVICES];
 } T;
@@ -120,6 +121,10 @@ static int torch_lookup(void) {
   if (!T.current_stream) return -1;
   PyObject *tensor = PyObject_GetAttrString(torch, "Tensor");
   if (!tensor) return -1;
+  if (!(T.is_neg = PyObject_GetAttr(tensor, s_is_neg))) {
+    Py_DECREF(tensor);
+    return -1;
+  }
   T.tensor_type = (PyTypeObject *)tensor; /* kept */
   return 1;
 }
@@ -146,7 +151,7 @@ static int dtype_code(PyObject *torch_dtype) {
  * tensor this path takes (the call goes to Python); -1: an error is set. */
 static int read_tensor(PyObject *o, ops_tensor *t) {
   if (!T.tensor_type || !PyObject_TypeCheck(o, T.tensor_type)) return 0;
-  PyObject *v = PyObject_CallMethodNoArgs(o, s_is_neg);
+  PyObject *v = PyObject_CallOneArg(T.is_neg, o);
   if (!v) return -1;
   int ok = v == Py_False;
   Py_DECREF(v);

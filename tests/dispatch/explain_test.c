@@ -174,36 +174,43 @@ static void decode_against_a_paged_cache(void **state) {
   }
 }
 
-/* Short decode (1024 keys of a dense cache, GQA 32:8, d128): on sm_90 a cluster a row tile
- * merges the parts in the one launch, no workspace, where the grid fits the blocks that
- * GPC-bound clusters can have resident (0.9 of 132 x 3 slots): B1, 8 parts (64 blocks). B8's
- * 6 parts fill the wave (384 blocks), more than clusters of 6 fit: the combine, as on sm_80
- * (no clusters), through a workspace. */
+/* Short decode (a dense cache, GQA 32:8, d128): on sm_90 a cluster a row tile merges the parts
+ * in the one launch, no workspace, where the grid fits the blocks that GPC-bound clusters can
+ * have resident (0.9 of 132 x 3 slots): B1 kv1k, the wave's 8 parts (64 blocks). Elsewhere the
+ * combine, through a workspace: B8 kv1k's 6 parts (384 blocks) do not fit as clusters, nor do
+ * B1 kv2k's 16 (more than a cluster holds), nor B8 kv2k's 6; a smaller count that would fit is
+ * not taken (each part longer costs more than the combine). sm_80 has no clusters. */
 static void short_decode_merges_in_a_cluster(void **state) {
   (void)state;
+  static const struct {
+    int64_t batch, keys;
+    size_t parts80, parts90;
+    int clustered90;
+  } cases[] = {{1, 1024, 8, 8, 1}, {8, 1024, 4, 6, 0}, {1, 2048, 16, 16, 0}, {8, 2048, 4, 6, 0}};
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   ops_explain e;
   e.struct_size = sizeof e;
   for (int sm = 80; sm <= 90; sm += 10) {
-    for (int64_t batch = 1; batch <= 8; batch += 7) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
       ops_handle v = opst_virtual_handle(sm);
       const ops_device dev = ops_device_cuda(0);
-      const int64_t qs[4] = {batch, 1, 32, 128}, ks[4] = {batch, 1024, 8, 128}, ls[1] = {batch};
+      const int64_t batch = cases[i].batch;
+      const int64_t qs[4] = {batch, 1, 32, 128}, ks[4] = {batch, cases[i].keys, 8, 128}, ls[1] = {batch};
       ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
       ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls);
       p.kv_lens = &lens;
       OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
       assert_string_equal(chosen_name(&e), "cuda_sdpa_split_d128_m16");
-      const int clustered = sm == 90 && batch == 1;
-      const size_t parts = batch == 1 ? 8 : sm == 90 ? 6 : 4, rows = (size_t)batch * 32; /* tokens_q x heads_q */
+      const int clustered = sm == 90 && cases[i].clustered90;
+      const size_t parts = sm == 90 ? cases[i].parts90 : cases[i].parts80, rows = (size_t)batch * 32;
       char plan[96];
       snprintf(plan, sizeof plan, "plan: keys split in %zu parts%s", parts,
                clustered ? ", merged in a cluster" : " + combine");
       check_renderings(&e, (const char *const[]){plan, NULL});
       size_t ws = 0;
       OPST_OK(ops_sdpa_workspace_size(v, &p, &q, &k, &k, &q, NULL, &ws));
-      assert_int_equal(ws, clustered ? 0 : parts * rows * 4 + parts * rows * 128 * 4);
+      assert_int_equal(ws, clustered ? 0 : parts * rows * 4 + parts * rows * 128 * 4); /* tokens_q x heads_q rows */
       ops_handle_destroy(v);
     }
   }

@@ -12,7 +12,9 @@
 #                      racecheck, e.g. ops-racecheck='gemm*'; without =GLOB, every test
 #   others             run_all.sh --sanitizer for every other test binary, the demo and python_test
 #   compare            compare.py --families sdpa (COMPARE_ARGS replaces the arguments)
-#   host               host_cost.py: host time per call from PyTorch (builds opslib._ext first)
+#   host               host_launch.cu (host time per call from C, beside the launches it is made
+#                      of; built with the host's nvcc), then host_cost.py: host time per call
+#                      from PyTorch (builds opslib._ext first)
 #   block              llama_block.py: a decoder block with opslib.torch vs PyTorch eager / compile
 #
 # Logs go to $OUT/jobs (the device tool's output folder) or ./logs/jobs; each job prints one
@@ -83,7 +85,9 @@ for spec in "$@"; do
       # shellcheck disable=SC2086  # COMPARE_ARGS is a list of options
       (cd "$logs" && timeout "$limit" python3 "$here/compare.py" ${COMPARE_ARGS:---families sdpa}) > "$log" 2>&1 ;;
     host)
-      { python3 "$here/python/opslib/_build.py" --quiet &&
+      { nvcc -O2 -std=c++17 -arch=sm_90a -I"$here/include" "$here/host_launch.cu" -L"$here/lib" -lopslib \
+            -o "$logs/host_launch" && timeout "$limit" "$logs/host_launch" &&
+          python3 "$here/python/opslib/_build.py" --quiet &&
           timeout "$limit" python3 "$here/host_cost.py" --json "$logs/host_cost.json"; } > "$log" 2>&1 ;;
     block)
       { python3 "$here/python/opslib/_build.py" --quiet &&

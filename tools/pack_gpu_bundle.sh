@@ -65,6 +65,7 @@ cp bench/sweep.py "$out/"     # the workload sweep (every eligible kernel, the c
 cp bench/gemm_grid.py "$out/"  # issue 26's GEMM grid: the choice beside torch.matmul
 cp bench/attn_grid.py "$out/"  # issue 26's attention grid: the choice beside flash / cuDNN
 cp bench/host_cost.py "$out/" # host time per call: the C path, the ctypes path, PyTorch
+cp bench/host_launch.cu "$out/" # host time per call from C, beside the launches it is made of
 cp bench/sdpa_bwd_small.py "$out/" # the attention backward on small shapes, pinned or not
 cp examples/llama_block.py "$out/"  # a decoder block with opslib.torch, beside PyTorch's
 chmod +x "$out/run_all.sh" "$out/jobs.sh"

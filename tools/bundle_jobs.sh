@@ -33,6 +33,8 @@
 # sdpa*; that racecheck did not finish in 565 s (it was in `sdpa`, run alone 57 s), and of
 # sdpa_backward* the reproducibility test outlasted 415 s beside another racecheck: give
 # ops-racecheck=sdpa, =sdpa_backward and ='sdpa_backward_is_reproducible' their own jobs.
+# Session 34 (2026-11-26): ops 324-369 s beside filtered memcheck / racecheck runs of
+# gpu_smoke_test and sdpa_backward*; host 32 s (host_launch.cu's build and run included).
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

@@ -57,18 +57,18 @@
  * MMA_REGS (consumers), CLUSTER blocks a cluster on uniform calls. SDPA_SM90_ROW names the
  * shape's macros, SDPA_SM90_ROW_X expands them (its parameters are not stringified), and
  * SDPA_SM90_ROW_ prints the numbers. */
-/* sdpa_kernels.h's list entry X(ID, NAME, DP, CL). The pair kernels (CL 2): every block of a
- * pair must read the same keys, so no causal mask, window or varlen (the features they leave
- * out), and an even count of query tiles (the cluster rule). */
-#define SDPA_SM90_ROW(ID, NAME, D, CL)                                                                           \
-  SDPA_SM90_ROW_X(ID, "cuda_sdpa_sm90_" #NAME, D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_BM,           \
-                  OPSI_SDPA_SM90_D##D##_NC, OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, CL, \
-                  OPSI_SDPA_SM90_D##D##_QS,                                                                  \
+/* sdpa_kernels.h's list entry X(ID, NAME, SHAPE, DP, CL). The pair kernels (CL 2): every block
+ * of a pair must read the same keys, so no causal mask, window or varlen (the features they
+ * leave out), and an even count of query tiles (the cluster rule). */
+#define SDPA_SM90_ROW(ID, NAME, S, D, CL)                                                                      \
+  SDPA_SM90_ROW_X(ID, "cuda_sdpa_sm90_" #NAME, OPSI_SDPA_SM90_##S##_DP, OPSI_SDPA_SM90_##S##_BN,               \
+                  OPSI_SDPA_SM90_##S##_BM, OPSI_SDPA_SM90_##S##_NC, OPSI_SDPA_SM90_##S##_LOAD_REGS,            \
+                  OPSI_SDPA_SM90_##S##_MMA_REGS, CL, OPSI_SDPA_SM90_##S##_QS,                                  \
                   SDPA_SM90_UNIFORM_FLAGS | ((CL) > 1 ? 0 : OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_VARLEN),     \
-                  0.45f, opsi_sdpa_cuda_sm90_##NAME),
+                  0.45f, opsi_sdpa_cuda_sm90_##NAME, sm90_plan_##S),
 #define SDPA_SM90_UNIFORM_FLAGS (OPSI_F_GQA | OPSI_F_LSE | OPSI_F_DV_NE_D)
 #define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
-#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH)    \
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH, PLAN) \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -92,7 +92,7 @@
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
       .tiling = SDPA_TILING(BM, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                          \
       .tests = OPSI_GPU_TESTS, .cluster = CLUSTER,                                                         \
-      .plan = CLUSTER > 1 ? sm90_pair_plan : sm90_plan_##DP,                                                 \
+      .plan = CLUSTER > 1 ? sm90_pair_plan : PLAN,                                                           \
   }
 
 int opsi_uniform_work(const opsi_problem *p) {
@@ -119,9 +119,10 @@ static const char *sm90_plan(const opsi_problem *p, int64_t bm) {
       opsi_sdpa_sm90_by_length(!opsi_uniform_work(p), t, grid, d[OPSI_SDPA_B], d[OPSI_SDPA_HKV]);
   return by_length ? OPSI_SDPA_SM90_PLAN_BY_LENGTH : OPSI_SDPA_SM90_PLAN_PERSISTENT;
 }
-static const char *sm90_plan_64(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_BM); }
-static const char *sm90_plan_128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D128_BM); }
-static const char *sm90_plan_256(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D256_BM); }
+static const char *sm90_plan_D64(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_BM); }
+static const char *sm90_plan_D64_M128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_M128_BM); }
+static const char *sm90_plan_D128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D128_BM); }
+static const char *sm90_plan_D256(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D256_BM); }
 
 static const char *sm90_pair_plan(const opsi_problem *p) {
   (void)p; /* the row takes uniform calls alone */

@@ -16,9 +16,10 @@ OPSI_SDPA_MMA_KERNELS(OPSI_SDPA_MMA_PROTO)
 #undef OPSI_SDPA_MMA_PROTO
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized; f16 / bf16, q's and v's head dims up to DP,
  * unit-stride rows with 16-byte aligned base and strides (positive): opsi_sdpa_cuda_sm90_d64,
- * _d128, _d256, and at 64 and 128 the _pair kernels in clusters of two that share each K / V
- * tile (uniform calls: no window, no varlen, an even number of query tiles a head). */
-#define OPSI_SDPA_SM90_PROTO(ID, NAME, DP, CL) \
+ * _d64_m128 (128-row work tiles), _d128, _d256, and at 64 and 128 the _pair kernels in
+ * clusters of two that share each K / V tile (uniform calls: no window, no varlen, an even
+ * number of query tiles a head). */
+#define OPSI_SDPA_SM90_PROTO(ID, NAME, SHAPE, DP, CL) \
   ops_status opsi_sdpa_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
 OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_PROTO)
 #undef OPSI_SDPA_SM90_PROTO

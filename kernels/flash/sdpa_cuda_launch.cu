@@ -20,9 +20,9 @@
 #define OPSI_SDPA_MMA_EXTERN(ID, NAME, DP) \
   OPSI_SDPA_MMA_EXTERN_T(ID, NAME, DP, __nv_bfloat16) OPSI_SDPA_MMA_EXTERN_T(ID, NAME, DP, __half)
 OPSI_SDPA_MMA_KERNELS(OPSI_SDPA_MMA_EXTERN)
-#define OPSI_SDPA_SM90_EXTERN_T(ID, NAME, DP, CL, T) extern OPSI_SDPA_SM90_TEMPLATE(T, DP, CL)
-#define OPSI_SDPA_SM90_EXTERN(ID, NAME, DP, CL) \
-  OPSI_SDPA_SM90_EXTERN_T(ID, NAME, DP, CL, __nv_bfloat16) OPSI_SDPA_SM90_EXTERN_T(ID, NAME, DP, CL, __half)
+#define OPSI_SDPA_SM90_EXTERN_T(ID, NAME, SHAPE, CL, T) extern OPSI_SDPA_SM90_TEMPLATE(T, SHAPE, CL)
+#define OPSI_SDPA_SM90_EXTERN(ID, NAME, SHAPE, DP, CL) \
+  OPSI_SDPA_SM90_EXTERN_T(ID, NAME, SHAPE, CL, __nv_bfloat16) OPSI_SDPA_SM90_EXTERN_T(ID, NAME, SHAPE, CL, __half)
 OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_EXTERN)
 #define OPSI_SDPA_SPLIT_EXTERN_T(ID, NAME, DP, BM, T) extern OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
 #define OPSI_SDPA_SPLIT_EXTERN(ID, NAME, DP, BM) \
@@ -68,8 +68,7 @@ ops_status encode_operand(const opsi_launch *ctx, CUtensorMap *map, const ops_te
 
 /* PAIR: the shape's _pair kernel (clusters of two sharing K / V), which its row sends only
  * uniform calls with an even number of query tiles a head; else one block a cluster. */
-template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_args *a) {
-  using C = opsi::fa3::shape<DP>;
+template <typename C, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi_sdpa_args *a) {
   constexpr bool PAIR = CL > 1;
   static_assert(CL == 1 || CL == C::CLUSTER, "a pair kernel exists only for shapes with CLUSTER 2");
   if (a->has_mask) { /* the rows do not claim OPSI_F_MASK: the dispatcher sends masks to sm_80's kernel */
@@ -111,9 +110,9 @@ template <int DP, int CL> ops_status run_sm90(const opsi_launch *ctx, const opsi
                             : OPSI_SDPA_SM90_PLAN_TILE;
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, DP, cluster>(mq, mk, mv, g, grid, stream, info->grid,
+          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, C, cluster>(mq, mk, mv, g, grid, stream, info->grid,
                                                                     info->block, &info->smem_bytes)
-          : opsi::fa3::launch_sdpa_sm90<__half, DP, cluster>(mq, mk, mv, g, grid, stream, info->grid,
+          : opsi::fa3::launch_sdpa_sm90<__half, C, cluster>(mq, mk, mv, g, grid, stream, info->grid,
                                                              info->block, &info->smem_bytes);
   return opsi::launch_status(ctx, e);
 }
@@ -260,9 +259,9 @@ OPSI_SDPA_BWD_MMA_KERNELS(OPSI_SDPA_BWD_MMA_LAUNCHER)
     return run_split<DP, BM>(ctx, static_cast<const opsi_sdpa_args *>(args));                    \
   }
 OPSI_SDPA_SPLIT_KERNELS(OPSI_SDPA_SPLIT_LAUNCHER)
-#define OPSI_SDPA_SM90_LAUNCHER(ID, NAME, DP, CL)                                     \
+#define OPSI_SDPA_SM90_LAUNCHER(ID, NAME, SHAPE, DP, CL)                                         \
   extern "C" ops_status opsi_sdpa_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \
-    return run_sm90<DP, CL>(ctx, static_cast<const opsi_sdpa_args *>(args));                   \
+    return run_sm90<OPSI_SDPA_SM90_CFG(SHAPE), CL>(ctx, static_cast<const opsi_sdpa_args *>(args)); \
   }
 OPSI_SDPA_SM90_KERNELS(OPSI_SDPA_SM90_LAUNCHER)
 #define OPSI_SDPA_MMA_LAUNCHER(ID, NAME, DP)                                                   \

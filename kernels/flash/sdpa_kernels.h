@@ -19,14 +19,16 @@
   X(OPSI_KERNEL_CUDA_SDPA_MMA_D128, d128, 128)  \
   X(OPSI_KERNEL_CUDA_SDPA_MMA_D256, d256, 256)
 
-/* X(ID, NAME, DP, CL): sdpa_sm90.cuh, sm_90a, head dims up to DP, clusters of CL blocks (the
- * _pair kernels share each K / V tile by TMA multicast). Row order is rank order on ties. */
-#define OPSI_SDPA_SM90_KERNELS(X)                           \
-  X(OPSI_KERNEL_CUDA_SDPA_SM90_D64_PAIR, d64_pair, 64, 2)   \
-  X(OPSI_KERNEL_CUDA_SDPA_SM90_D128_PAIR, d128_pair, 128, 2) \
-  X(OPSI_KERNEL_CUDA_SDPA_SM90_D64, d64, 64, 1)             \
-  X(OPSI_KERNEL_CUDA_SDPA_SM90_D128, d128, 128, 1)          \
-  X(OPSI_KERNEL_CUDA_SDPA_SM90_D256, d256, 256, 1)
+/* X(ID, NAME, SHAPE, DP, CL): sdpa_sm90.cuh, sm_90a, the shape OPSI_SDPA_SM90_<SHAPE>_*
+ * (sdpa_sm90_shape.h), head dims up to DP, clusters of CL blocks (the _pair kernels share each
+ * K / V tile by TMA multicast). Row order is rank order on ties. */
+#define OPSI_SDPA_SM90_KERNELS(X)                                     \
+  X(OPSI_KERNEL_CUDA_SDPA_SM90_D64_PAIR, d64_pair, D64, 64, 2)        \
+  X(OPSI_KERNEL_CUDA_SDPA_SM90_D128_PAIR, d128_pair, D128, 128, 2)    \
+  X(OPSI_KERNEL_CUDA_SDPA_SM90_D64, d64, D64, 64, 1)                  \
+  X(OPSI_KERNEL_CUDA_SDPA_SM90_D64_M128, d64_m128, D64_M128, 64, 1)   \
+  X(OPSI_KERNEL_CUDA_SDPA_SM90_D128, d128, D128, 128, 1)              \
+  X(OPSI_KERNEL_CUDA_SDPA_SM90_D256, d256, D256, 256, 1)
 
 /* X(ID, NAME, DP, BM): sdpa_split.cuh, any SM >= 80, head dims up to DP, BM packed query rows
  * (query rows x the query heads of a KV head) a block, keys split across blocks. */

@@ -127,11 +127,10 @@ __global__ void __launch_bounds__(C::THREADS, 1)
  * clusters of CL (2 wants an even number of query tiles a head and the same keys for every
  * tile: no window, no varlen, and maps whose K / V box is BN / 2 rows). The two are separate
  * instantiations, so that the kernel without a cluster has no remote arrivals to branch on. */
-template <typename T, int DP, int CL>
+template <typename T, typename C, int CL>
 cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
                              const sdpa_geom &g, int grid, cudaStream_t stream, int32_t *grid_out, int32_t *block,
                              int32_t *smem_bytes) {
-  using C = shape<DP>;
   const auto kernel = sdpa_sm90_kernel<T, C, CL>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
@@ -177,11 +176,12 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
 }  // namespace fa3
 }  // namespace opsi
 
-/* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
-#define OPSI_SDPA_SM90_TEMPLATE(T, DP, CL)                                                                \
-  template cudaError_t opsi::fa3::launch_sdpa_sm90<T, DP, CL>(const CUtensorMap &, const CUtensorMap &,  \
-                                                              const CUtensorMap &, const opsi::sdpa_geom &, \
-                                                              int, cudaStream_t, int32_t *, int32_t *, int32_t *);
-#define OPSI_SDPA_SM90_INSTANTIATE(T, DP, CL) OPSI_SDPA_SM90_TEMPLATE(T, DP, CL)
+/* One instantiation (the kernel sources, sdpa_kernels.h's lists) of the shape SHAPE
+ * (sdpa_sm90_shape.h); `extern` before it declares it. */
+#define OPSI_SDPA_SM90_TEMPLATE(T, SHAPE, CL)                                                                   \
+  template cudaError_t opsi::fa3::launch_sdpa_sm90<T, OPSI_SDPA_SM90_CFG(SHAPE), CL>(                           \
+      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::sdpa_geom &, int, cudaStream_t, \
+      int32_t *, int32_t *, int32_t *);
+#define OPSI_SDPA_SM90_INSTANTIATE(T, SHAPE, CL) OPSI_SDPA_SM90_TEMPLATE(T, SHAPE, CL)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_ */

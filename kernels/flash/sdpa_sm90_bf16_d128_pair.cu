@@ -1,4 +1,4 @@
-/* The Hopper attention forward (sdpa_sm90.cuh), bf16, head dims up to 128, clusters of 2. Written by tools/gen_kernel_sources.py from kernels/flash/sdpa_kernels.h. */
+/* The Hopper attention forward (sdpa_sm90.cuh), bf16, the shape D128 (head dims up to 128), clusters of 2. Written by tools/gen_kernel_sources.py from kernels/flash/sdpa_kernels.h. */
 #include "kernels/flash/sdpa_sm90.cuh"
 
-OPSI_SDPA_SM90_INSTANTIATE(__nv_bfloat16, 128, 2)
+OPSI_SDPA_SM90_INSTANTIATE(__nv_bfloat16, D128, 2)

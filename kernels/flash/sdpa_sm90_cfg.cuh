@@ -42,17 +42,13 @@ struct cfg {
   static_assert(LOAD_REGS * 128 + MMA_REGS * 128 * NC <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 };
 
-/* The shape a head dim runs: sdpa_sm90_shape.h (the capability rows state the same numbers). */
-#define OPSI_SDPA_SM90_CFG(D)                                                                           \
-  cfg<D, OPSI_SDPA_SM90_D##D##_BN, OPSI_SDPA_SM90_D##D##_NC, OPSI_SDPA_SM90_D##D##_BM,                 \
-      OPSI_SDPA_SM90_D##D##_LOAD_REGS, OPSI_SDPA_SM90_D##D##_MMA_REGS, OPSI_SDPA_SM90_D##D##_CLUSTER,   \
-      OPSI_SDPA_SM90_D##D##_QS>
-template <int DP> struct shape_of;
-template <> struct shape_of<64> { using type = OPSI_SDPA_SM90_CFG(64); };
-template <> struct shape_of<128> { using type = OPSI_SDPA_SM90_CFG(128); };
-template <> struct shape_of<256> { using type = OPSI_SDPA_SM90_CFG(256); };
-#undef OPSI_SDPA_SM90_CFG
-template <int DP> using shape = typename shape_of<DP>::type;
+/* A shape of sdpa_sm90_shape.h as a cfg (the capability rows state the same numbers); the
+ * kernel lists (sdpa_kernels.h) name their kernels' shapes by SHAPE (D64, D64_M128, ...). */
+#define OPSI_SDPA_SM90_CFG(SHAPE)                                                                      \
+  ::opsi::fa3::cfg<OPSI_SDPA_SM90_##SHAPE##_DP, OPSI_SDPA_SM90_##SHAPE##_BN, OPSI_SDPA_SM90_##SHAPE##_NC,    \
+                   OPSI_SDPA_SM90_##SHAPE##_BM, OPSI_SDPA_SM90_##SHAPE##_LOAD_REGS,                        \
+                   OPSI_SDPA_SM90_##SHAPE##_MMA_REGS, OPSI_SDPA_SM90_##SHAPE##_CLUSTER,                    \
+                   OPSI_SDPA_SM90_##SHAPE##_QS>
 
 /* Shared memory, 1024-byte aligned (the 128-byte swizzle's atom): QS Q tiles (BM x DP each),
  * the ring of STAGES K and STAGES V tiles (BN x DP each), each as DP / 64 boxes of 64 columns;

@@ -1,13 +1,14 @@
 /*
- * The Hopper attention kernels' shapes by padded head dim DP (64, 128, 256), in one place for
- * the kernels (sdpa_sm90.cuh's shape<DP>) and for the capability rows that state them:
- * BN key rows a tile, NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work tile),
- * setmaxnreg's split of the block's registers (LOAD_REGS for the producer warpgroup, MMA_REGS
- * for each consumer one), and CLUSTER, the blocks of a cluster of the shape's _pair kernel
- * (2: each block loads half of every K / V tile into both by TMA multicast, halving the L2
- * traffic; 1: the shape has no pair kernel), and QS, the Q buffers (2: the next work tile's Q
- * loads while the current one's keys still run; 1 where shared memory has no room for a
- * second). Plain numbers: the rows print them.
+ * The Hopper attention kernels' shapes, in one place for the kernels (sdpa_sm90_cfg.cuh's
+ * OPSI_SDPA_SM90_CFG(SHAPE)) and for the capability rows that state them, each field named
+ * OPSI_SDPA_SM90_<SHAPE>_<FIELD>: DP the padded head dim (64, 128, 256), BN key rows a tile,
+ * NC consumer warpgroups of 64 query rows (BM = 64 NC rows a work tile), setmaxnreg's split of
+ * the block's registers (LOAD_REGS for the producer warpgroup, MMA_REGS for each consumer
+ * one), and CLUSTER, the blocks of a cluster of the shape's _pair kernel (2: each block loads
+ * half of every K / V tile into both by TMA multicast, halving the L2 traffic; 1: the shape
+ * has no pair kernel), and QS, the Q buffers (2: the next work tile's Q loads while the
+ * current one's keys still run; 1 where shared memory has no room for a second). Plain
+ * numbers: the rows print them.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
@@ -16,6 +17,7 @@
 
 /* at 64 three consumer warpgroups: the exponentials cost as much as both GEMMs there, and a
  * third warp a scheduler hides more of the softmax's latency (bench/RESULTS.md) */
+#define OPSI_SDPA_SM90_D64_DP 64
 #define OPSI_SDPA_SM90_D64_BN 128
 #define OPSI_SDPA_SM90_D64_NC 3
 #define OPSI_SDPA_SM90_D64_BM 192
@@ -23,7 +25,18 @@
 #define OPSI_SDPA_SM90_D64_MMA_REGS 160
 #define OPSI_SDPA_SM90_D64_CLUSTER 2
 #define OPSI_SDPA_SM90_D64_QS 2
+/* at 64 also two consumer warpgroups, work tiles of 128 rows: for calls whose query tiles are
+ * few or short (causal, short sequences), where 192-row tiles pad more rows and fill fewer SMs */
+#define OPSI_SDPA_SM90_D64_M128_DP 64
+#define OPSI_SDPA_SM90_D64_M128_BN 128
+#define OPSI_SDPA_SM90_D64_M128_NC 2
+#define OPSI_SDPA_SM90_D64_M128_BM 128
+#define OPSI_SDPA_SM90_D64_M128_LOAD_REGS 24
+#define OPSI_SDPA_SM90_D64_M128_MMA_REGS 240
+#define OPSI_SDPA_SM90_D64_M128_CLUSTER 1
+#define OPSI_SDPA_SM90_D64_M128_QS 2
 /* at 128 two: three would leave 160 registers, no more than S, P and O alone */
+#define OPSI_SDPA_SM90_D128_DP 128
 #define OPSI_SDPA_SM90_D128_BN 128
 #define OPSI_SDPA_SM90_D128_NC 2
 #define OPSI_SDPA_SM90_D128_BM 128
@@ -32,6 +45,7 @@
 #define OPSI_SDPA_SM90_D128_CLUSTER 2
 #define OPSI_SDPA_SM90_D128_QS 2
 /* at 256 key tiles of 64 and one Q buffer (shared memory); no cluster */
+#define OPSI_SDPA_SM90_D256_DP 256
 #define OPSI_SDPA_SM90_D256_BN 64
 #define OPSI_SDPA_SM90_D256_NC 2
 #define OPSI_SDPA_SM90_D256_BM 128

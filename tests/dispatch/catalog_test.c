@@ -211,6 +211,7 @@ static void shipped_kernel_ids_never_change(void **state) {
       {1800, "cpu_sdpa_backward_ref"}, {1801, "cuda_sdpa_backward_mma_d64"}, {1802, "cuda_sdpa_backward_mma_d128"},
       {1803, "cuda_sdpa_backward_sm90_d64"}, {1804, "cuda_sdpa_backward_sm90_d128"},
       {1805, "cuda_sdpa_backward_sm90_det_d64"}, {1806, "cuda_sdpa_backward_sm90_det_d128"},
+      {115, "cuda_sdpa_sm90_d64_m128"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

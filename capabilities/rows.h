@@ -135,6 +135,14 @@ int opsi_uniform_work(const opsi_problem *p);
  * windowed tiles (sdpa_sm90_sched.cuh); 0 for every other op. */
 int opsi_sdpa_persistent(const opsi_problem *p);
 
+/* SDPA: query rows a batch entry (varlen: tokens_q / batch, the mean sequence length). */
+double opsi_sdpa_rows_per_batch(const opsi_problem *p);
+
+/* SDPA: the (query, key) pairs a head of sq query rows over sk keys attends: key j is visible
+ * to query i when i + d - left <= j <= i + d + right, d = sk - sq (bottom-right aligned; a
+ * side < 0 is unbounded). O(1). */
+double opsi_sdpa_visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right);
+
 /* The rows of `op` (NULL, 0 for an unknown op): O(1), a table indexed by op id. */
 const opsi_kernel_row *opsi_rows_for_op(int32_t op, size_t *count);
 

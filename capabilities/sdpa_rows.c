@@ -65,10 +65,10 @@
                   OPSI_SDPA_SM90_##S##_BM, OPSI_SDPA_SM90_##S##_NC, OPSI_SDPA_SM90_##S##_LOAD_REGS,            \
                   OPSI_SDPA_SM90_##S##_MMA_REGS, CL, OPSI_SDPA_SM90_##S##_QS,                                  \
                   SDPA_SM90_UNIFORM_FLAGS | ((CL) > 1 ? 0 : OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_VARLEN),     \
-                  0.45f, opsi_sdpa_cuda_sm90_##NAME, sm90_plan_##S),
+                  0.45f, opsi_sdpa_cuda_sm90_##NAME, sm90_plan_##S, sm90_grid_##S),
 #define SDPA_SM90_UNIFORM_FLAGS (OPSI_F_GQA | OPSI_F_LSE | OPSI_F_DV_NE_D)
 #define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
-#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH, PLAN) \
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH, PLAN, GRID) \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -92,7 +92,7 @@
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = EFF, .bytes_factor = 1.0f,                                  \
       .tiling = SDPA_TILING(BM, DP, 1), .workspace_formula = "0", .launch = LAUNCH,                          \
       .tests = OPSI_GPU_TESTS, .cluster = CLUSTER,                                                         \
-      .plan = CLUSTER > 1 ? sm90_pair_plan : PLAN,                                                           \
+      .plan = CLUSTER > 1 ? sm90_pair_plan : PLAN, .grid = GRID,                                             \
   }
 
 int opsi_uniform_work(const opsi_problem *p) {
@@ -104,6 +104,83 @@ int opsi_uniform_work(const opsi_problem *p) {
 
 int opsi_sdpa_persistent(const opsi_problem *p) {
   return p->op == OPS_OP_SDPA && !(p->flags & (OPSI_F_VARLEN | OPSI_F_KV_CACHE));
+}
+
+double opsi_sdpa_rows_per_batch(const opsi_problem *p) {
+  const int64_t *d = p->dims;
+  if (!(p->flags & OPSI_F_VARLEN) || d[OPSI_SDPA_B] <= 0) return (double)d[OPSI_SDPA_SQ];
+  return (double)d[OPSI_SDPA_TQ] / (double)d[OPSI_SDPA_B];
+}
+
+static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+static int64_t add_sat(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
+/* sum_{i=0}^{n-1} clamp(c + i, lo, hi), in O(1). */
+static double sum_clamp(int64_t c, int64_t n, int64_t lo, int64_t hi) {
+  if (n <= 0) return 0.0;
+  const int64_t first = c, last = add_sat(c, n - 1);
+  double total = 0.0;
+  /* below lo */
+  const int64_t below = clamp64(lo - first, 0, n);
+  total += (double)below * (double)lo;
+  /* above hi */
+  const int64_t above = clamp64(last - hi, 0, n - below);
+  total += (double)above * (double)hi;
+  /* in between: an arithmetic series from first + below to last - above */
+  const int64_t mid = n - below - above;
+  if (mid > 0) {
+    const double a = (double)(first + below), b = (double)(last - above);
+    total += (a + b) * (double)mid / 2.0;
+  }
+  return total;
+}
+
+double opsi_sdpa_visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right) {
+  const int64_t big = INT64_MAX / 4;
+  const int64_t d = clamp64(sk - sq, -big, big); /* sk, sq >= 0: the difference fits */
+  const int64_t r = right < 0 ? big : right, l = left < 0 ? big : left;
+  /* upper bound of row i: clamp(i + d + r + 1, 0, sk); lower: clamp(i + d - l, 0, sk) */
+  const double hi = sum_clamp(clamp64(d + r + 1, -big, big), sq, 0, sk);
+  const double lo = sum_clamp(clamp64(d - l, -big, big), sq, 0, sk);
+  return hi - lo;
+}
+
+/* Beyond this many query tiles a head, the Hopper forward's estimate takes the rows' padding
+ * alone: the tiles' rounding at the diagonal is then under 1 / this of the head's pairs. */
+#define SM90_PAD_TILES_MAX 4096
+
+/* The Hopper forward for the cost model: a block a work tile (BM query rows of one head), the
+ * math padded by what the tiles compute beyond the visible pairs the op's flops count: each
+ * tile computes BM x BN pairs a key tile its rows see (the union of their windows, rounded
+ * out to key tiles of BN, as sdpa_sm90_sched.cuh walks them), so that causal tiles of 192 rows
+ * compute more of the diagonal than tiles of 128; and the head dim padded to DP. Varlen and
+ * cache calls (lengths on the device) and heads of more than SM90_PAD_TILES_MAX tiles: the
+ * rows' padding (tiles x BM over the rows). */
+static void sm90_grid(const opsi_problem *p, int bm, int bn, int dp, opsi_grid_estimate *e) {
+  const int64_t *d = p->dims;
+  const double rows = ceil(opsi_sdpa_rows_per_batch(p));
+  const double tiles = rows > 0 ? ceil(rows / (double)bm) : 0.0;
+  e->blocks = tiles * (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HQ];
+  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
+  const double head_pad = hd > 0 ? (double)dp / (double)hd : 1.0;
+  e->pad_factor = (rows > 0 ? tiles * (double)bm / rows : 1.0) * head_pad;
+  const int64_t sq = d[OPSI_SDPA_SQ], sk = d[OPSI_SDPA_SK];
+  if (!opsi_sdpa_persistent(p) || sq <= 0 || sk <= 0 || tiles > SM90_PAD_TILES_MAX) return;
+  const int64_t left = p->extra[0], right = p->extra[1], diag = sk - sq;
+  const double visible = opsi_sdpa_visible_pairs(sq, sk, left, right);
+  if (visible <= 0) return;
+  double computed = 0.0;
+  for (int64_t i_lo = 0; i_lo < sq; i_lo += bm) {
+    const int64_t i_hi = (i_lo + bm < sq ? i_lo + bm : sq) - 1;
+    const int64_t lo = left >= 0 ? clamp64(i_lo + diag - left, 0, sk) : 0;
+    const int64_t hi = right >= 0 ? clamp64(i_hi + diag + right + 1, 0, sk) : sk;
+    if (hi > lo) computed += (double)bm * (double)bn * (double)((hi + bn - 1) / bn - lo / bn);
+  }
+  e->pad_factor = (computed > visible ? computed / visible : 1.0) * head_pad;
 }
 
 /* The launcher's plan (sdpa_cuda_launch.cu) for work tiles of BM query rows: persistent on
@@ -119,6 +196,15 @@ static const char *sm90_plan(const opsi_problem *p, int64_t bm) {
       opsi_sdpa_sm90_by_length(!opsi_uniform_work(p), t, grid, d[OPSI_SDPA_B], d[OPSI_SDPA_HKV]);
   return by_length ? OPSI_SDPA_SM90_PLAN_BY_LENGTH : OPSI_SDPA_SM90_PLAN_PERSISTENT;
 }
+#define SM90_GRID_FN(S)                                                                          \
+  static void sm90_grid_##S(const opsi_problem *p, opsi_grid_estimate *e) {                      \
+    sm90_grid(p, OPSI_SDPA_SM90_##S##_BM, OPSI_SDPA_SM90_##S##_BN, OPSI_SDPA_SM90_##S##_DP, e); \
+  }
+SM90_GRID_FN(D64)
+SM90_GRID_FN(D64_M128)
+SM90_GRID_FN(D128)
+SM90_GRID_FN(D256)
+#undef SM90_GRID_FN
 static const char *sm90_plan_D64(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_BM); }
 static const char *sm90_plan_D64_M128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_M128_BM); }
 static const char *sm90_plan_D128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D128_BM); }

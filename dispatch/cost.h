@@ -39,8 +39,6 @@ typedef struct opsi_cost {
 /* The op's minimal bytes moved and flops, from the problem alone. */
 void opsi_work(const opsi_problem *p, double *bytes, double *flops);
 
-/* SDPA: query rows a batch entry (varlen: tokens_q / batch, the mean sequence length). */
-double opsi_sdpa_rows_per_batch(const opsi_problem *p);
 
 /* The extent of problem dim `dim` that a kernel's tiles cover, for blocks and padding:
  * dims[dim], except SDPA's seqlen_q under varlen, where a batch entry's query tiles cover

@@ -6,51 +6,6 @@
 #include "dispatch/cost.h"
 #include "opslib/ops.h"
 
-static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
-
-static int64_t add_sat(int64_t a, int64_t b) {
-  int64_t r;
-  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
-}
-
-/* sum_{i=0}^{n-1} clamp(c + i, lo, hi), in O(1). */
-static double sum_clamp(int64_t c, int64_t n, int64_t lo, int64_t hi) {
-  if (n <= 0) return 0.0;
-  const int64_t first = c, last = add_sat(c, n - 1);
-  double total = 0.0;
-  /* below lo */
-  const int64_t below = clamp64(lo - first, 0, n);
-  total += (double)below * (double)lo;
-  /* above hi */
-  const int64_t above = clamp64(last - hi, 0, n - below);
-  total += (double)above * (double)hi;
-  /* in between: an arithmetic series from first + below to last - above */
-  const int64_t mid = n - below - above;
-  if (mid > 0) {
-    const double a = (double)(first + below), b = (double)(last - above);
-    total += (a + b) * (double)mid / 2.0;
-  }
-  return total;
-}
-
-/* (query, key) pairs that attention computes per batch and head: key j is visible to query
- * i when i + d - left <= j <= i + d + right, d = sk - sq (bottom-right aligned). */
-static double visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right) {
-  const int64_t big = INT64_MAX / 4;
-  const int64_t d = clamp64(sk - sq, -big, big); /* sk, sq >= 0: the difference fits */
-  const int64_t r = right < 0 ? big : right, l = left < 0 ? big : left;
-  /* upper bound of row i: clamp(i + d + r + 1, 0, sk); lower: clamp(i + d - l, 0, sk) */
-  const double hi = sum_clamp(clamp64(d + r + 1, -big, big), sq, 0, sk);
-  const double lo = sum_clamp(clamp64(d - l, -big, big), sq, 0, sk);
-  return hi - lo;
-}
-
-double opsi_sdpa_rows_per_batch(const opsi_problem *p) {
-  const int64_t *d = p->dims;
-  if (!(p->flags & OPSI_F_VARLEN) || d[OPSI_SDPA_B] <= 0) return (double)d[OPSI_SDPA_SQ];
-  return (double)d[OPSI_SDPA_TQ] / (double)d[OPSI_SDPA_B];
-}
-
 double opsi_tiled_extent(const opsi_problem *p, int dim) {
   if (p->op == OPS_OP_SDPA && dim == OPSI_SDPA_SQ) return ceil(opsi_sdpa_rows_per_batch(p));
   return (double)p->dims[dim];
@@ -70,9 +25,11 @@ void opsi_work(const opsi_problem *p, double *bytes, double *flops) {
       const double bh = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HQ];
       const double bhk = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV];
       const double sq = opsi_sdpa_rows_per_batch(p), sk = (double)d[OPSI_SDPA_SK];
-      const double pairs = d[OPSI_SDPA_SQ] > 0 ? visible_pairs(d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], p->extra[0],
-                                                               p->extra[1]) * sq / (double)d[OPSI_SDPA_SQ]
-                                               : 0.0;
+      const double pairs =
+          d[OPSI_SDPA_SQ] > 0
+              ? opsi_sdpa_visible_pairs(d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], p->extra[0], p->extra[1]) * sq /
+                    (double)d[OPSI_SDPA_SQ]
+              : 0.0;
       const double dqk = (double)d[OPSI_SDPA_D], dv = (double)d[OPSI_SDPA_DV];
       f = 2.0 * bh * pairs * (dqk + dv);
       b = in * (bh * sq * dqk + bhk * sk * (dqk + dv)) + out * bh * sq * dv;

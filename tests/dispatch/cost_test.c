@@ -67,6 +67,93 @@ static void attention_pairs_match_brute_force(void **state) {
   assert_true(bytes == 2.0 * (2 * 4096 * 16 * 128 * 2.0 + 2 * 4096 * 4 * 256.0));
 }
 
+/* The Hopper forward's padding: a work tile of BM query rows computes BM x BN pairs for each
+ * key tile of BN holding a key one of its rows sees (counted here pair by pair), over the
+ * visible pairs; so causal tiles of 192 rows pad the diagonal more than tiles of 128. */
+static double brute_tile_pairs(int64_t sq, int64_t sk, int64_t left, int64_t right, int bm, int bn) {
+  double computed = 0.0;
+  for (int64_t i0 = 0; i0 < sq; i0 += bm) {
+    for (int64_t j0 = 0; j0 < sk; j0 += bn) {
+      int seen = 0;
+      for (int64_t i = i0; i < i0 + bm && i < sq && !seen; ++i) {
+        for (int64_t j = j0; j < j0 + bn && j < sk && !seen; ++j) {
+          const int64_t diag = i + sk - sq;
+          seen = (left < 0 || j >= diag - left) && (right < 0 || j <= diag + right);
+        }
+      }
+      computed += seen ? (double)bm * bn : 0.0;
+    }
+  }
+  return computed;
+}
+
+static const opsi_kernel_row *row_named(int32_t op, const char *name) {
+  size_t n = 0;
+  const opsi_kernel_row *rows = opsi_rows_for_op(op, &n);
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(rows[i].name, name) == 0) return &rows[i];
+  }
+  return NULL;
+}
+
+static void hopper_tiles_pad_the_diagonal(void **state) {
+  (void)state;
+  ops_device_info dev;
+  OPST_OK(ops_device_info_for_sm(90, &dev));
+  const struct {
+    const char *name;
+    int bm, bn;
+  } kernels[2] = {{"cuda_sdpa_sm90_d64", 192, 128}, {"cuda_sdpa_sm90_d64_m128", 128, 128}};
+  opst_rng r;
+  opst_rng_init(&r, opst_seed("cost_tiles"));
+  opsi_problem p;
+  memset(&p, 0, sizeof p);
+  p.op = OPS_OP_SDPA, p.backend = OPS_DEVICE_CUDA, p.sm = 90, p.sm_count = 132;
+  p.dtype = p.out_dtype = OPS_DTYPE_BF16;
+  p.dims[OPSI_SDPA_B] = 2, p.dims[OPSI_SDPA_HQ] = 4, p.dims[OPSI_SDPA_HKV] = 2;
+  p.dims[OPSI_SDPA_D] = 64, p.dims[OPSI_SDPA_DV] = 64;
+  for (int it = 0; it < 200; ++it) {
+    p.dims[OPSI_SDPA_SQ] = opst_int(&r, 1, 700), p.dims[OPSI_SDPA_SK] = opst_int(&r, 1, 700);
+    p.dims[OPSI_SDPA_TQ] = p.dims[OPSI_SDPA_B] * p.dims[OPSI_SDPA_SQ];
+    p.extra[0] = opst_chance(&r, 0.6) ? -1 : opst_int(&r, 0, 300);
+    p.extra[1] = opst_chance(&r, 0.3) ? -1 : opst_int(&r, 0, 300);
+    double bytes, flops;
+    opsi_work(&p, &bytes, &flops);
+    const double visible = flops / (2.0 * 2 * 4 * 128);
+    if (visible <= 0) continue;
+    for (int k = 0; k < 2; ++k) {
+      const opsi_kernel_row *row = row_named(OPS_OP_SDPA, kernels[k].name);
+      assert_non_null(row);
+      opsi_cost c;
+      opsi_estimate(&p, row, &dev, &c);
+      const double computed = brute_tile_pairs(p.dims[OPSI_SDPA_SQ], p.dims[OPSI_SDPA_SK], p.extra[0], p.extra[1],
+                                               kernels[k].bm, kernels[k].bn);
+      const double want = computed > visible ? computed / visible : 1.0;
+      if (fabs(c.pad_factor - want) > 1e-9 * want) {
+        print_error("%s Sq=%lld Sk=%lld window=(%lld, %lld): padding %g, want %g\n", kernels[k].name,
+                    (long long)p.dims[OPSI_SDPA_SQ], (long long)p.dims[OPSI_SDPA_SK], (long long)p.extra[0],
+                    (long long)p.extra[1], c.pad_factor, want);
+        fail();
+      }
+      const double tiles = ceil((double)p.dims[OPSI_SDPA_SQ] / kernels[k].bm);
+      assert_true(c.blocks == tiles * 2 * 4);
+    }
+  }
+  /* B8 S1024 causal: 192-row tiles compute 786432 pairs a head, 128-row ones 589824, of
+   * 524800 visible */
+  p.dims[OPSI_SDPA_SQ] = p.dims[OPSI_SDPA_SK] = 1024, p.dims[OPSI_SDPA_TQ] = 2048;
+  p.extra[0] = -1, p.extra[1] = 0;
+  opsi_cost c;
+  opsi_estimate(&p, row_named(OPS_OP_SDPA, "cuda_sdpa_sm90_d64"), &dev, &c);
+  assert_true(fabs(c.pad_factor - 786432.0 / 524800.0) < 1e-12);
+  opsi_estimate(&p, row_named(OPS_OP_SDPA, "cuda_sdpa_sm90_d64_m128"), &dev, &c);
+  assert_true(fabs(c.pad_factor - 589824.0 / 524800.0) < 1e-12);
+  /* without the mask, the rows' padding alone: 6 tiles of 192 for 1024 rows */
+  p.extra[1] = -1;
+  opsi_estimate(&p, row_named(OPS_OP_SDPA, "cuda_sdpa_sm90_d64"), &dev, &c);
+  assert_true(fabs(c.pad_factor - 1152.0 / 1024.0) < 1e-12);
+}
+
 /* The backward ops' minimal bytes: dy and x (softmax: y) read and dx written; norms also read
  * the weight (counted as f32) and the saved statistics (layernorm: mean and rstd), and write
  * dweight / dbias (f32) when asked. */
@@ -170,15 +257,6 @@ static void estimates_rank_sensibly(void **state) {
   assert_true(isinf(a.us));
 }
 
-static const opsi_kernel_row *row_named(int32_t op, const char *name) {
-  size_t n = 0;
-  const opsi_kernel_row *rows = opsi_rows_for_op(op, &n);
-  for (size_t i = 0; i < n; ++i) {
-    if (strcmp(rows[i].name, name) == 0) return &rows[i];
-  }
-  return NULL;
-}
-
 static opsi_problem sdpa(int64_t b, int64_t sq, int64_t h, int64_t d) {
   opsi_problem p;
   memset(&p, 0, sizeof p);
@@ -280,6 +358,7 @@ int main(void) {
       cmocka_unit_test(varlen_work_counts_the_packed_tokens),
       cmocka_unit_test(attention_pairs_match_brute_force),
       cmocka_unit_test(backward_bytes_are_the_minimal_ones),
+      cmocka_unit_test(hopper_tiles_pad_the_diagonal),
       cmocka_unit_test(waves_and_padding),
       cmocka_unit_test(estimates_rank_sensibly),
   };

@@ -56,14 +56,19 @@ static inline ops_status opsi_launch_failed(const opsi_launch *ctx, ops_status s
   return status;
 }
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 /* What the runtime does for launchers (runtime/cuda_device.c): cudaFuncSetAttribute(fn,
  * cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), skipped where the current CUDA context
  * already has that limit or a larger one from an earlier call (the attribute lasts as long as
  * the context; kept per kernel and context id). Returns a cudaError_t. */
-#ifdef __cplusplus
-extern "C" {
-#endif
 int opsi_cuda_smem_optin(const void *fn, int32_t bytes);
+
+/* The CUDA driver's function `name` in its CUDA 12.0 form, reached through the runtime (the
+ * static runtime: no libcuda link), or NULL where the driver has none; leaves no error
+ * behind in the runtime. */
+void *opsi_cuda_driver_entry(const char *name);
 #ifdef __cplusplus
 }
 #endif

@@ -103,7 +103,7 @@ static opsi_ctx_get_current_fn g_ctx_current;
 static opsi_ctx_get_id_fn g_ctx_id;
 static pthread_once_t g_ctx_once = PTHREAD_ONCE_INIT;
 
-static void *driver_entry(const char *name) {
+void *opsi_cuda_driver_entry(const char *name) {
   void *p = NULL;
   enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
   if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
@@ -115,7 +115,7 @@ static void *driver_entry(const char *name) {
 }
 
 static void ctx_entries(void) {
-  void *current = driver_entry("cuCtxGetCurrent"), *id = driver_entry("cuCtxGetId");
+  void *current = opsi_cuda_driver_entry("cuCtxGetCurrent"), *id = opsi_cuda_driver_entry("cuCtxGetId");
   if (current != NULL && id != NULL) { /* ISO C has no cast from void * to a function */
     memcpy(&g_ctx_current, &current, sizeof current);
     memcpy(&g_ctx_id, &id, sizeof id);

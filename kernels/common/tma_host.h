@@ -10,21 +10,14 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "core/launch.h"
 #include "opslib/tensor.h"
 
 namespace opsi {
 
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void *p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn =
+      reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(opsi_cuda_driver_entry("cuTensorMapEncodeTiled"));
   return fn;
 }
 

@@ -35,6 +35,9 @@
 # ops-racecheck=sdpa, =sdpa_backward and ='sdpa_backward_is_reproducible' their own jobs.
 # Session 34 (2026-11-26): ops 324-369 s beside filtered memcheck / racecheck runs of
 # gpu_smoke_test and sdpa_backward*; host 32 s (host_launch.cu's build and run included).
+# Session 35 (2026-11-26/27): ops 292-339 s (85 kernels) beside others (217-256 s), or beside
+# ops-memcheck / ops-racecheck of one sdpa test (21-58 s each); the whole ops-memcheck 243 s
+# beside others.
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

@@ -216,6 +216,48 @@ static void short_decode_merges_in_a_cluster(void **state) {
   }
 }
 
+/* The two d64 Hopper rows split calls by the work their tiles compute: 128-row tiles for
+ * short and causal calls (at S1024 causal, 192-row tiles compute x1.50 the visible pairs,
+ * 128-row ones x1.12: explain prints the padding), 192-row tiles (three warpgroups) for long
+ * causal heads, the pair kernel for long uniform ones. */
+static void d64_rows_by_the_tiles_work(void **state) {
+  (void)state;
+  ops_handle v = opst_virtual_handle(90);
+  const ops_device dev = ops_device_cuda(0);
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  const struct {
+    int64_t b, s, hq, hkv;
+    int causal;
+    const char *want;
+  } cases[] = {
+      {8, 1024, 16, 16, 1, "cuda_sdpa_sm90_d64_m128"},
+      {16, 256, 32, 8, 1, "cuda_sdpa_sm90_d64_m128"},
+      {32, 512, 12, 12, 1, "cuda_sdpa_sm90_d64_m128"},
+      {1, 8192, 32, 8, 1, "cuda_sdpa_sm90_d64"},
+      {1, 16384, 32, 32, 0, "cuda_sdpa_sm90_d64_pair"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const int64_t qs[4] = {cases[i].b, cases[i].s, cases[i].hq, 64}, ks[4] = {cases[i].b, cases[i].s, cases[i].hkv, 64};
+    ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
+    p.causal = cases[i].causal;
+    OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
+    if (strcmp(chosen_name(&e), cases[i].want) != 0) {
+      print_error("B%lld S%lld H%lld:%lld causal=%d: chose %s, want %s\n", (long long)cases[i].b,
+                  (long long)cases[i].s, (long long)cases[i].hq, (long long)cases[i].hkv, cases[i].causal,
+                  chosen_name(&e), cases[i].want);
+      fail();
+    }
+    if (i == 0) {
+      assert_non_null(strstr(verdict_of(&e, "cuda_sdpa_sm90_d64")->message, "padding x1.50"));
+      assert_non_null(strstr(verdict_of(&e, "cuda_sdpa_sm90_d64_m128")->message, "padding x1.12"));
+    }
+  }
+  ops_handle_destroy(v);
+}
+
 /* Prefill-length queries go to the prefill kernels: the split-KV rows, decode kernels, refuse
  * a call of more than 64 query rows without a KV cache (B64 S128 GQA 32:8 causal), and take it
  * against a cache, where no other GPU row reads one. The Hopper row's causal tiles run
@@ -620,6 +662,7 @@ static void launch_variants_are_rows_or_plans(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
+      cmocka_unit_test(d64_rows_by_the_tiles_work),
       cmocka_unit_test(decode_against_a_paged_cache),
       cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),

@@ -149,17 +149,42 @@ double opsi_sdpa_visible_pairs(int64_t sq, int64_t sk, int64_t left, int64_t rig
   return hi - lo;
 }
 
-/* Beyond this many query tiles a head, the Hopper forward's estimate takes the rows' padding
- * alone: the tiles' rounding at the diagonal is then under 1 / this of the head's pairs. */
-#define SM90_PAD_TILES_MAX 4096
+/* sum_{i=0}^{n-1} floor((a i + b) / m) for n, a, b >= 0 and m > 0, in O(log m): the
+ * floor-sum recursion (reduce a and b below m, then swap the roles of a and m). */
+static double floor_sum(uint64_t n, uint64_t m, uint64_t a, uint64_t b) {
+  double sum = 0.0;
+  for (;;) {
+    if (a >= m) sum += (double)(n * (n - 1) / 2) * (double)(a / m), a %= m;
+    if (b >= m) sum += (double)n * (double)(b / m), b %= m;
+    const uint64_t y = a * n + b;
+    if (y < m) return sum;
+    n = y / m, b = y % m;
+    const uint64_t t = m;
+    m = a, a = t;
+  }
+}
+
+static int64_t floor_div(int64_t x, int64_t y) { return x / y - (x % y != 0 && (x < 0) != (y < 0)); }
+
+/* sum_{t=0}^{n-1} of x_t = clamp(s t + c, 0, cap) in key tiles of bn, rounded up (up) or
+ * down: 0 where s t + c <= 0, cap's tiles where it reaches cap, floor_sum between. s > 0. */
+static double clamped_tiles(int64_t n, int64_t s, int64_t c, int64_t cap, int64_t bn, int up) {
+  const int64_t t0 = clamp64(floor_div(-c, s) + 1, 0, n);      /* first t with s t + c > 0 */
+  const int64_t t1 = clamp64(-floor_div(c - cap, s), t0, n);   /* first t with s t + c >= cap */
+  const int64_t adj = up ? bn - 1 : 0;
+  const double middle = floor_sum((uint64_t)(t1 - t0), (uint64_t)bn, (uint64_t)s, (uint64_t)(s * t0 + c + adj));
+  return middle + (double)(n - t1) * (double)((cap + adj) / bn);
+}
 
 /* The Hopper forward for the cost model: a block a work tile (BM query rows of one head), the
- * math padded by what the tiles compute beyond the visible pairs the op's flops count: each
- * tile computes BM x BN pairs a key tile its rows see (the union of their windows, rounded
- * out to key tiles of BN, as sdpa_sm90_sched.cuh walks them), so that causal tiles of 192 rows
- * compute more of the diagonal than tiles of 128; and the head dim padded to DP. Varlen and
- * cache calls (lengths on the device) and heads of more than SM90_PAD_TILES_MAX tiles: the
- * rows' padding (tiles x BM over the rows). */
+ * math padded by what the tiles compute beyond the visible pairs the op's flops count: a tile
+ * of rows [i_lo, i_hi] computes BM x BN pairs for each key tile from the one holding its first
+ * row's first visible key, lo = clamp(i_lo + d - left, 0, sk), to the one holding its last
+ * row's last, hi = clamp(i_hi + d + right + 1, 0, sk) (d = sk - sq; as sdpa_sm90_sched.cuh
+ * walks them; hi > lo, or both 0), so that causal tiles of 192 rows compute more of the
+ * diagonal than tiles of 128; and the head dim padded to DP. The sums over tiles are
+ * closed-form (clamped_tiles), any length. Varlen and cache calls (lengths on the device):
+ * the rows' padding (tiles x BM over the rows). */
 static void sm90_grid(const opsi_problem *p, int bm, int bn, int dp, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
   const double rows = ceil(opsi_sdpa_rows_per_batch(p));
@@ -169,17 +194,22 @@ static void sm90_grid(const opsi_problem *p, int bm, int bn, int dp, opsi_grid_e
   const double head_pad = hd > 0 ? (double)dp / (double)hd : 1.0;
   e->pad_factor = (rows > 0 ? tiles * (double)bm / rows : 1.0) * head_pad;
   const int64_t sq = d[OPSI_SDPA_SQ], sk = d[OPSI_SDPA_SK];
-  if (!opsi_sdpa_persistent(p) || sq <= 0 || sk <= 0 || tiles > SM90_PAD_TILES_MAX) return;
-  const int64_t left = p->extra[0], right = p->extra[1], diag = sk - sq;
-  const double visible = opsi_sdpa_visible_pairs(sq, sk, left, right);
+  if (!opsi_sdpa_persistent(p) || sq <= 0 || sk <= 0 || sq > INT32_MAX || sk > INT32_MAX) return;
+  const double visible = opsi_sdpa_visible_pairs(sq, sk, p->extra[0], p->extra[1]);
   if (visible <= 0) return;
-  double computed = 0.0;
-  for (int64_t i_lo = 0; i_lo < sq; i_lo += bm) {
-    const int64_t i_hi = (i_lo + bm < sq ? i_lo + bm : sq) - 1;
-    const int64_t lo = left >= 0 ? clamp64(i_lo + diag - left, 0, sk) : 0;
-    const int64_t hi = right >= 0 ? clamp64(i_hi + diag + right + 1, 0, sk) : sk;
-    if (hi > lo) computed += (double)bm * (double)bn * (double)((hi + bn - 1) / bn - lo / bn);
+  /* a window side past both lengths cuts nothing: held there, every sum below fits */
+  const int64_t left = p->extra[0] < 0 ? -1 : clamp64(p->extra[0], 0, sq + sk);
+  const int64_t right = p->extra[1] < 0 ? -1 : clamp64(p->extra[1], 0, sq + sk);
+  const int64_t diag = sk - sq, n = (sq + bm - 1) / bm, full = sq / bm; /* full: tiles of bm real rows */
+  double key_tiles = 0.0;
+  if (right < 0) {
+    key_tiles = (double)n * (double)((sk + bn - 1) / bn);
+  } else {
+    key_tiles = clamped_tiles(full, bm, bm + diag + right, sk, bn, 1);
+    if (full < n) key_tiles += (double)((clamp64(sq + diag + right, 0, sk) + bn - 1) / bn); /* the last, short */
   }
+  if (left >= 0) key_tiles -= clamped_tiles(n, bm, diag - left, sk, bn, 0);
+  const double computed = (double)bm * (double)bn * key_tiles;
   e->pad_factor = (computed > visible ? computed / visible : 1.0) * head_pad;
 }
 

@@ -139,6 +139,60 @@ static void hopper_tiles_pad_the_diagonal(void **state) {
       assert_true(c.blocks == tiles * 2 * 4);
     }
   }
+  /* the tile boundaries exhaustively, small lengths around multiples of 64 */
+  const int64_t lens[] = {1, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 257};
+  const int64_t sides[] = {-1, 0, 5, 200};
+  for (size_t a = 0; a < sizeof lens / sizeof lens[0]; ++a) {
+    for (size_t b = 0; b < sizeof lens / sizeof lens[0]; ++b) {
+      for (size_t l = 0; l < 4; ++l) {
+        for (size_t w = 0; w < 4; ++w) {
+          p.dims[OPSI_SDPA_SQ] = lens[a], p.dims[OPSI_SDPA_SK] = lens[b], p.dims[OPSI_SDPA_TQ] = 2 * lens[a];
+          p.extra[0] = sides[l], p.extra[1] = sides[w];
+          double bytes, flops;
+          opsi_work(&p, &bytes, &flops);
+          const double visible = flops / (2.0 * 2 * 4 * 128);
+          for (int k = 0; k < 2; ++k) {
+            opsi_cost c;
+            opsi_estimate(&p, row_named(OPS_OP_SDPA, kernels[k].name), &dev, &c);
+            const double computed =
+                brute_tile_pairs(lens[a], lens[b], sides[l], sides[w], kernels[k].bm, kernels[k].bn);
+            const double want = visible > 0 && computed > visible ? computed / visible : 1.0;
+            if (fabs(c.pad_factor - want) > 1e-9 * want) {
+              print_error("%s Sq=%lld Sk=%lld window=(%lld, %lld): padding %g, want %g\n", kernels[k].name,
+                          (long long)lens[a], (long long)lens[b], (long long)sides[l], (long long)sides[w],
+                          c.pad_factor, want);
+              fail();
+            }
+          }
+        }
+      }
+    }
+  }
+  /* long heads, closed form against the tiles one by one (the kernel's key range a tile) */
+  const int64_t big[3][4] = {{100003, 131072, -1, 0}, {131072, 131072, 4096, 0}, {70001, 65536, 1000, 3000}};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t sq = big[i][0], sk = big[i][1], left = big[i][2], right = big[i][3], diag = sk - sq;
+    p.dims[OPSI_SDPA_SQ] = sq, p.dims[OPSI_SDPA_SK] = sk, p.dims[OPSI_SDPA_TQ] = 2 * sq;
+    p.extra[0] = left, p.extra[1] = right;
+    double bytes, flops;
+    opsi_work(&p, &bytes, &flops);
+    const double visible = flops / (2.0 * 2 * 4 * 128);
+    for (int k = 0; k < 2; ++k) {
+      const int64_t bm = kernels[k].bm, bn = kernels[k].bn;
+      double tiles = 0.0;
+      for (int64_t lo_row = 0; lo_row < sq; lo_row += bm) {
+        const int64_t hi_row = (lo_row + bm < sq ? lo_row + bm : sq) - 1;
+        int64_t lo = left >= 0 ? lo_row + diag - left : 0, hi = right >= 0 ? hi_row + diag + right + 1 : sk;
+        lo = lo < 0 ? 0 : lo > sk ? sk : lo, hi = hi < 0 ? 0 : hi > sk ? sk : hi;
+        if (hi > lo) tiles += (double)((hi + bn - 1) / bn - lo / bn);
+      }
+      opsi_cost c;
+      opsi_estimate(&p, row_named(OPS_OP_SDPA, kernels[k].name), &dev, &c);
+      const double want = (double)bm * bn * tiles / visible;
+      assert_true(fabs(c.pad_factor - want) < 1e-9 * want);
+      assert_true(want > 1.0);
+    }
+  }
   /* B8 S1024 causal: 192-row tiles compute 786432 pairs a head, 128-row ones 589824, of
    * 524800 visible */
   p.dims[OPSI_SDPA_SQ] = p.dims[OPSI_SDPA_SK] = 1024, p.dims[OPSI_SDPA_TQ] = 2048;

@@ -5,7 +5,10 @@
  *                          model over the eligible ones (opsi_evaluate);
  *   dispatch/<op>_hit      a whole workspace-size query (validation, problem, cached choice),
  *                          the host work of an op call minus the launch;
- *   dispatch/<op>_miss     the same with a new shape every call (so every call misses).
+ *   dispatch/<op>_miss     the same with a new shape every call (so every call misses);
+ *   dispatch/sdpa_*_sm90   the same on a described sm_90 device (ops_handle_create_virtual):
+ *                          the miss ranks the GPU rows, the Hopper ones with their grid
+ *                          functions (the key tiles each work tile computes).
  * Targets (issue 3): a hit <= 50 ns, a miss <= 5 us.
  */
 #include <stdint.h>
@@ -16,7 +19,7 @@
 #include "opslib/opslib.h"
 #include "runtime/handle_internal.h"
 
-static ops_handle g_h;
+static ops_handle g_h, g_sm90;
 
 static opsi_problem sdpa_problem(void) {
   opsi_problem p;
@@ -53,11 +56,11 @@ static void plan_cache_miss(opsb_state *s, const void *arg) {
   if (chosen != opsb_iterations(s)) opsb_skip(s, "no kernel chosen");
 }
 
-static void sdpa_query(opsb_state *s, int vary) {
+static void sdpa_query(opsb_state *s, int vary, ops_handle h, ops_device dev) {
   const int64_t qs[4] = {2, 4096, 16, 128}, ks[4] = {2, 4096, 4, 128};
   ops_tensor q, k;
-  ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cpu(), 4, qs, NULL);
-  ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cpu(), 4, ks, NULL);
+  ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, dev, 4, qs, NULL);
+  ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, dev, 4, ks, NULL);
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   p.causal = 1;
@@ -65,19 +68,29 @@ static void sdpa_query(opsb_state *s, int vary) {
   int64_t i = 0, ok = 0;
   while (opsb_keep_running(s)) {
     if (vary) q.shape[1] = k.shape[1] = 1024 + (i++ & 0xFFFFF); /* a new problem every call */
-    ok += ops_sdpa_workspace_size(g_h, &p, &q, &k, &k, &q, NULL, &bytes) == OPS_OK;
+    ok += ops_sdpa_workspace_size(h, &p, &q, &k, &k, &q, NULL, &bytes) == OPS_OK;
   }
   if (ok != opsb_iterations(s)) opsb_skip(s, ops_last_error());
 }
 
 static void sdpa_hit(opsb_state *s, const void *arg) {
   (void)arg;
-  sdpa_query(s, 0);
+  sdpa_query(s, 0, g_h, ops_device_cpu());
 }
 
 static void sdpa_miss(opsb_state *s, const void *arg) {
   (void)arg;
-  sdpa_query(s, 1);
+  sdpa_query(s, 1, g_h, ops_device_cpu());
+}
+
+static void sdpa_hit_sm90(opsb_state *s, const void *arg) {
+  (void)arg;
+  sdpa_query(s, 0, g_sm90, ops_device_cuda(0));
+}
+
+static void sdpa_miss_sm90(opsb_state *s, const void *arg) {
+  (void)arg;
+  sdpa_query(s, 1, g_sm90, ops_device_cuda(0));
 }
 
 static void rmsnorm_query(opsb_state *s, int vary) {
@@ -106,13 +119,18 @@ static void rmsnorm_miss(opsb_state *s, const void *arg) {
 
 int main(int argc, char **argv) {
   if (ops_handle_create(&g_h, ops_device_cpu()) != OPS_OK) return 1;
+  ops_device_info sm90;
+  if (ops_device_info_for_sm(90, &sm90) != OPS_OK || ops_handle_create_virtual(&g_sm90, &sm90) != OPS_OK) return 1;
   opsb_register("plan_cache/hit", plan_cache_hit, NULL, 0);
   opsb_register("plan_cache/miss", plan_cache_miss, NULL, 0);
   opsb_register("dispatch/sdpa_hit", sdpa_hit, NULL, 0);
   opsb_register("dispatch/sdpa_miss", sdpa_miss, NULL, 0);
+  opsb_register("dispatch/sdpa_hit_sm90", sdpa_hit_sm90, NULL, 0);
+  opsb_register("dispatch/sdpa_miss_sm90", sdpa_miss_sm90, NULL, 0);
   opsb_register("dispatch/rmsnorm_hit", rmsnorm_hit, NULL, 0);
   opsb_register("dispatch/rmsnorm_miss", rmsnorm_miss, NULL, 0);
   const int rc = opsb_main(argc, argv);
+  ops_handle_destroy(g_sm90);
   ops_handle_destroy(g_h);
   return rc;
 }

@@ -112,6 +112,14 @@ double opsi_sdpa_rows_per_batch(const opsi_problem *p) {
   return (double)d[OPSI_SDPA_TQ] / (double)d[OPSI_SDPA_B];
 }
 
+/* The math a kernel padding the head dims to DP does per useful flop: DP over the wider of q's
+ * and v's head dims (1 for an empty one). */
+static double head_dim_pad(const opsi_problem *p, int dp) {
+  const int64_t *d = p->dims;
+  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
+  return hd > 0 ? (double)dp / (double)hd : 1.0;
+}
+
 static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 static int64_t add_sat(int64_t a, int64_t b) {
@@ -190,8 +198,7 @@ static void sm90_grid(const opsi_problem *p, int bm, int bn, int dp, opsi_grid_e
   const double rows = ceil(opsi_sdpa_rows_per_batch(p));
   const double tiles = rows > 0 ? ceil(rows / (double)bm) : 0.0;
   e->blocks = tiles * (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HQ];
-  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
-  const double head_pad = hd > 0 ? (double)dp / (double)hd : 1.0;
+  const double head_pad = head_dim_pad(p, dp);
   e->pad_factor = (rows > 0 ? tiles * (double)bm / rows : 1.0) * head_pad;
   const int64_t sq = d[OPSI_SDPA_SQ], sk = d[OPSI_SDPA_SK];
   if (!opsi_sdpa_persistent(p) || sq <= 0 || sk <= 0 || sq > INT32_MAX || sk > INT32_MAX) return;
@@ -296,12 +303,12 @@ static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_g
   const int32_t parts = split_parts(p, bm, per_sm);
   const double rows = (double)p->dims[OPSI_SDPA_SQ] * (double)(p->dims[OPSI_SDPA_HQ] / hkv);
   e->blocks = (double)p->dims[OPSI_SDPA_B] * (double)hkv * (double)tiles * (double)parts;
-  const int64_t d = p->dims[OPSI_SDPA_D] > p->dims[OPSI_SDPA_DV] ? p->dims[OPSI_SDPA_D] : p->dims[OPSI_SDPA_DV];
-  e->pad_factor = (rows > 0 ? (double)(tiles * bm) / rows : 1.0) * (d > 0 ? (double)dp / (double)d : 1.0);
+  const double head_pad = head_dim_pad(p, dp);
+  e->pad_factor = (rows > 0 ? (double)(tiles * bm) / rows : 1.0) * head_pad;
   /* a KV head's second to fourth row tile reads its keys again, mostly from L2 */
   e->bytes_factor = 1.0 + 0.25 * (double)((tiles < 4 ? tiles : 4) - 1);
   /* a kernel wider than the head dim holds fewer blocks an SM: less of the stream in flight */
-  if (d > 0 && dp > d) e->bytes_factor *= (double)dp / (double)d;
+  if (head_pad > 1.0) e->bytes_factor *= head_pad;
   e->launches = parts > 1 && !split_clustered(p, bm, per_sm, parts) ? 2 : 1;
 }
 
@@ -418,8 +425,7 @@ static void bwd_mma_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
   const double rows = OPSI_SDPA_BWD_MMA_ROWS;
   const double key_tiles = ceil((double)d[OPSI_SDPA_SK] / rows), query_tiles = ceil((double)d[OPSI_SDPA_SQ] / rows);
   e->blocks = (double)d[OPSI_SDPA_B] * ((double)d[OPSI_SDPA_HKV] * key_tiles + (double)d[OPSI_SDPA_HQ] * query_tiles);
-  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
-  e->pad_factor = 7.0 / 5.0 * (hd > 0 ? (double)dp / (double)hd : 1.0);
+  e->pad_factor = 7.0 / 5.0 * head_dim_pad(p, dp);
   e->bytes_factor = 2.0;
   e->launches = 3;
 }
@@ -480,8 +486,7 @@ static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_esti
   const int64_t *d = p->dims;
   e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN) *
               (det ? 1.0 : (double)bwd_sm90_parts(p));
-  const int64_t hd = d[OPSI_SDPA_D] > d[OPSI_SDPA_DV] ? d[OPSI_SDPA_D] : d[OPSI_SDPA_DV];
-  e->pad_factor = hd > 0 ? (double)dp / (double)hd : 1.0;
+  e->pad_factor = head_dim_pad(p, dp);
   e->bytes_factor = 3.0;
   e->launches = 3;
 }

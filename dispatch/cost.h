@@ -39,7 +39,6 @@ typedef struct opsi_cost {
 /* The op's minimal bytes moved and flops, from the problem alone. */
 void opsi_work(const opsi_problem *p, double *bytes, double *flops);
 
-
 /* The extent of problem dim `dim` that a kernel's tiles cover, for blocks and padding:
  * dims[dim], except SDPA's seqlen_q under varlen, where a batch entry's query tiles cover
  * its mean length (the blocks of shorter sequences exit at once). */

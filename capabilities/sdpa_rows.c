@@ -233,19 +233,17 @@ static const char *sm90_plan(const opsi_problem *p, int64_t bm) {
       opsi_sdpa_sm90_by_length(!opsi_uniform_work(p), t, grid, d[OPSI_SDPA_B], d[OPSI_SDPA_HKV]);
   return by_length ? OPSI_SDPA_SM90_PLAN_BY_LENGTH : OPSI_SDPA_SM90_PLAN_PERSISTENT;
 }
-#define SM90_GRID_FN(S)                                                                          \
+/* A shape's estimate and plan (sm90_grid_<SHAPE>, sm90_plan_<SHAPE>), for its rows */
+#define SM90_SHAPE_FNS(S)                                                                        \
   static void sm90_grid_##S(const opsi_problem *p, opsi_grid_estimate *e) {                      \
     sm90_grid(p, OPSI_SDPA_SM90_##S##_BM, OPSI_SDPA_SM90_##S##_BN, OPSI_SDPA_SM90_##S##_DP, e); \
-  }
-SM90_GRID_FN(D64)
-SM90_GRID_FN(D64_M128)
-SM90_GRID_FN(D128)
-SM90_GRID_FN(D256)
-#undef SM90_GRID_FN
-static const char *sm90_plan_D64(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_BM); }
-static const char *sm90_plan_D64_M128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D64_M128_BM); }
-static const char *sm90_plan_D128(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D128_BM); }
-static const char *sm90_plan_D256(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_D256_BM); }
+  }                                                                                              \
+  static const char *sm90_plan_##S(const opsi_problem *p) { return sm90_plan(p, OPSI_SDPA_SM90_##S##_BM); }
+SM90_SHAPE_FNS(D64)
+SM90_SHAPE_FNS(D64_M128)
+SM90_SHAPE_FNS(D128)
+SM90_SHAPE_FNS(D256)
+#undef SM90_SHAPE_FNS
 
 static const char *sm90_pair_plan(const opsi_problem *p) {
   (void)p; /* the row takes uniform calls alone */

@@ -203,6 +203,19 @@ __device__ __forceinline__ void tma_store(const CUtensorMap *map, const void *sr
                "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+/* The same box added element-wise (f32) into the tensor in global memory: an atomic
+ * reduction a 128-byte line at a time, done by the copy engine. */
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap *map, const void *src, int32_t c0, int32_t c1,
+                                               int32_t c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+/* Orders this thread's ordinary accesses of global memory with its bulk copies' (both ways). */
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");

@@ -14,8 +14,10 @@
  *             dV += P^T dout, dK += dS^T Q            (wgmma, A from registers, B N-major)
  *             dS to shared memory (stmatrix, transposed: dS[query][key])
  *             dQ_tile = dS K over the block's 128 keys (wgmma; at DP 128 each warpgroup takes
- *             64 columns, at 64 the warpgroups take the tiles in turn), added to the f32
- *             accumulators by vector reductions (red.global.add.v2.f32)
+ *             64 columns, at 64 the warpgroups take the tiles in turn), into the warpgroup's
+ *             f32 piece in shared memory, which the producer warpgroup's dQ writer adds to the
+ *             accumulators by TMA reductions (cp.reduce.async.bulk.tensor .add, a box of 64
+ *             rows x 32 columns at a time) and hands back once the copy engine has read it
  *           then dK times the scale and dV stored once (a GQA group's sum stays in the block);
  *           or, where the key tiles fill too little of a wave (kv_parts > 1, the default
  *           kernels), each key tile's walk is cut in parts, a block each, and the part that
@@ -36,12 +38,15 @@
  * block waits only for blocks launched before it, and a group's blocks start at the pace its
  * line of turns moves rather than all at once. A turn is an int32 counter a (query tile,
  * head) in the workspace, zeroed by the dsum launch. A keeper thread (the producer
- * warpgroup's second warp) takes the block's turns up to two tiles ahead of the consumers:
+ * warpgroup's second warp) takes the block's turns up to two tiles ahead of the dQ writer:
  * once the counter counts the key tiles after its own that see the tile, it opens the tile's
- * turn mbarrier; the consumers wait on that, add, and arrive on the tile's added mbarrier;
- * the keeper then makes the additions visible (fence) and counts the block in, polling both
- * without waiting on either, so that a turn it waits for never holds back one it hands on.
- * The consumers neither poll nor fence.
+ * turn mbarrier; the writer waits on that, adds, waits for its reductions to complete and
+ * arrives on the tile's added mbarrier; the keeper then makes the additions visible (fence)
+ * and counts the block in, polling both without waiting on either, so that a turn it waits
+ * for never holds back one it hands on. The consumers neither poll nor fence.
+ * A dQ piece's rows past its sequence's end (its tile's last rows) are zeros (P is 0 there),
+ * which the reduction adds to the next sequence's rows or clips at the tensor's end: adding
+ * +-0 changes no sum, in any order.
  *
  * Operands: [B, S, H, D] views with unit-stride rows, 16-byte aligned base and strides (TMA),
  * head dims up to DP (zero columns beyond, which the products carry along).
@@ -67,7 +72,7 @@ template <int DP_> struct cfg {
   static constexpr int STAGES = OPSI_SDPA_BWD_SM90_STAGES;
   static constexpr int LOAD_REGS = OPSI_SDPA_BWD_SM90_LOAD_REGS, MMA_REGS = OPSI_SDPA_BWD_SM90_MMA_REGS;
   static constexpr int THREADS = 384;
-  static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2;
+  static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2, DQ_BYTES = BM * 64 * 4;
   static constexpr int SMEM_BYTES = OPSI_SDPA_BWD_SM90_SMEM(DP);
   static_assert(BN == 128 && BM == 64, "two consumer warpgroups of 64 keys; query tiles of one wgmma M");
   static_assert(DP == 64 || DP == 128, "head dims of one or two 64-column boxes");
@@ -76,19 +81,22 @@ template <int DP_> struct cfg {
 };
 
 /* Shared memory, 1024-byte aligned (the swizzle's atom): K, V (BN x DP), the ring's Q and
- * dout (BM x DP a stage), dS (2 buffers of BM x BN), each as boxes of 64 columns; LSE (log2)
- * and D (2 buffers of BM floats each); the mbarriers (DET's turn and added: 2 each). */
+ * dout (BM x DP a stage), dS (2 buffers of BM x BN), each as boxes of 64 columns; dQ's pieces
+ * (a consumer warpgroup's BM x 64 f32, as two boxes of 32 columns: DQ_BYTES each); LSE (log2)
+ * and D (2 buffers of BM floats each); the mbarriers (DET's turn and added: 2 each; a full
+ * and an empty a dQ piece). */
 template <typename C> struct smem_plan {
-  uint8_t *k, *v, *q, *dout, *ds;
+  uint8_t *k, *v, *q, *dout, *ds, *dq;
   float *lse, *dsum;
-  uint64_t *kv_full, *full, *empty, *turn, *added;
+  uint64_t *kv_full, *full, *empty, *turn, *added, *dq_full, *dq_empty;
   __device__ __forceinline__ explicit smem_plan(uint8_t *raw) {
     k = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
     v = k + C::KV_BYTES, q = v + C::KV_BYTES, dout = q + C::STAGES * C::Q_BYTES;
-    ds = dout + C::STAGES * C::Q_BYTES;
-    lse = reinterpret_cast<float *>(ds + 2 * C::DS_BYTES), dsum = lse + 2 * C::BM;
+    ds = dout + C::STAGES * C::Q_BYTES, dq = ds + 2 * C::DS_BYTES;
+    lse = reinterpret_cast<float *>(dq + 2 * C::DQ_BYTES), dsum = lse + 2 * C::BM;
     kv_full = reinterpret_cast<uint64_t *>(dsum + 2 * C::BM);
     full = kv_full + 1, empty = full + C::STAGES, turn = empty + C::STAGES, added = turn + 2;
+    dq_full = added + 2, dq_empty = dq_full + 2;
   }
 };
 
@@ -166,9 +174,30 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t 
                : "memory");
 }
 
-/* dQ's f32 accumulators += {a, b} at p (8-byte aligned). */
-__device__ __forceinline__ void red_add2(float *p, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+/* A consumer warp's 16 rows of its warpgroup's dQ piece (the m64n64 accumulators) into the
+ * piece's two boxes of 32 f32 columns, each 64 rows of 128 bytes whose 16-byte chunks are
+ * XOR-swizzled by row % 8 (the tensor map's 128-byte swizzle). A warp's store is 8 rows x 32
+ * bytes: two 8-byte words a bank pair, no more conflicts than its 256 bytes need. */
+__device__ __forceinline__ void put_dq(uint8_t *piece, int wl, int lane, const float (&dqa)[32]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = wl * 16 + lane / 4 + half * 8;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int chunk = (n % 4) * 2 + (lane % 4) / 2;
+      const uint32_t addr = sm90::smem_addr(piece + (n / 4) * 8192 + r * 128 + ((chunk ^ (r % 8)) << 4) + (lane % 2) * 8);
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(dqa[n * 4 + half * 2]),
+                   "f"(dqa[n * 4 + half * 2 + 1])
+                   : "memory");
+    }
+  }
+}
+
+/* An f32 of shared memory (the LSE and D rows), by a shared-memory load. */
+__device__ __forceinline__ float ld_shared_f32(const float *p) {
+  float x;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(sm90::smem_addr(p)) : "memory");
+  return x;
 }
 
 template <typename T> __device__ __forceinline__ void round_frags(const float (&x)[32], uint32_t (&a)[4][4]) {
@@ -259,7 +288,7 @@ template <typename T, int DP, bool DET, bool SPLIT>
 __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     sdpa_bwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
-                         const sdpa_bwd_geom bg) {
+                         const __grid_constant__ CUtensorMap map_dq, const sdpa_bwd_geom bg) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   /* A programmatic dependent launch (launch_sdpa_bwd_sm90): nothing the dsum launch writes
    * (D, the zeroed dQ accumulators and counters) is touched before it has completed, and no
@@ -304,8 +333,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       mbar_init(&sm.empty[st], 8);     /* one arrival per consumer warp */
     }
     for (int i = 0; i < 2; ++i) {
-      mbar_init(&sm.turn[i], 1);                 /* the keeper */
-      mbar_init(&sm.added[i], DP == 128 ? 8 : 4); /* the warps that add a tile's dQ */
+      mbar_init(&sm.turn[i], 1);     /* the keeper */
+      mbar_init(&sm.added[i], 1);    /* the dQ writer */
+      mbar_init(&sm.dq_full[i], 4);  /* the warps of consumer warpgroup i */
+      mbar_init(&sm.dq_empty[i], 1); /* the dQ writer */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -334,6 +365,40 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
                       h, bmap);
         }
       }
+    } else if (warp == 2 && lane == 0) {
+      /* the dQ writer: each step's pieces (both warpgroups' at DP 128, the one whose turn it
+       * is at 64) into the accumulators, in the consumers' order; DET: at the block's turn,
+       * complete (and visible: the keeper fences) before the keeper is told */
+      walk_cursor cur(wk);
+      for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
+        const uint32_t use = (uint32_t)(DP == 128 ? it : it >> 1) & 1; /* the pieces' phase */
+        const int32_t row = (int32_t)(b * bg.dsum_sb + s.q0 + cur.m0(BM)), h = cur.h();
+        if (DET) {
+          mbar_wait(&sm.turn[it & 1], (uint32_t)(it >> 1) & 1);
+          fence_proxy_async_global(); /* the turn's acquire before the copy engine's additions */
+        }
+#pragma unroll
+        for (int cw = 0; cw < 2; ++cw) {
+          if (DP != 128 && ((it + cw) & 1) != 0) continue;
+          const int cb = DP == 128 ? (int)((it + cw) & 1) * 64 : 0;
+          mbar_wait(&sm.dq_full[cw], use);
+          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES, cb, h, row);
+          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES + C::DQ_BYTES / 2, cb + 32, h, row);
+        }
+        bulk_commit();
+        if (DET) {
+          bulk_wait<0>();
+          fence_proxy_async_global();
+          mbar_arrive(&sm.added[it & 1]);
+        } else {
+          bulk_wait_read<0>();
+        }
+#pragma unroll
+        for (int cw = 0; cw < 2; ++cw) {
+          if (DP == 128 || ((it + cw) & 1) == 0) mbar_arrive(&sm.dq_empty[cw]);
+        }
+      }
+      bulk_wait<0>(); /* every addition complete before the block exits */
     } else if (DET && warp == 1 && lane == 0) {
       /* the keeper, polling two things at once so that neither waits for the other: the
        * turn of tile `taking` (at most two tiles ahead of the consumers' additions; its
@@ -398,20 +463,6 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     const auto issue_dp = [&](int64_t it, float(&dp)[32]) {
       issue_rows(ring_pos<STAGES>{(int)it}.stage(), dv_a, ddo_b, dp);
     };
-    /* tile it's dQ (when this warpgroup took it) into the f32 accumulators */
-    const auto add_dq = [&](int64_t it, int h, int m0, const float (&dqa)[32]) {
-      const int cb = DP == 128 ? (int)((it + cw) & 1) * 64 : 0;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = m0 + wl * 16 + lane / 4 + half * 8;
-        if (r >= s.sq) continue;
-        float *acc = bg.dq_acc + ((b * bg.dsum_sb + s.q0 + r) * g.heads_q + h) * (int64_t)bg.dq_cols + cb;
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          red_add2(acc + n * 8 + (lane % 4) * 2, dqa[n * 4 + half * 2], dqa[n * 4 + half * 2 + 1]);
-        }
-      }
-    };
     /* at DP 128 each warpgroup takes 64 columns of every tile's dQ, at 64 every other tile */
     const auto takes_dq = [&](int64_t it) { return DP == 128 || ((it + cw) & 1) == 0; };
 
@@ -445,7 +496,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       const float next = it + 1 < wk.count ? fetch(nxt) : 0.0f;
       const ring_pos<STAGES> pos{(int)it};
       const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
-      const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM;
+      const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM; /* shared loads below */
       const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
       const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0 + cw * 64, 64);
       auto &p4 = reinterpret_cast<float(&)[BM / 8][4]>(sc);
@@ -453,10 +504,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       wgmma_wait<1>();
       fence_regs(sc);
       fa2bwd::probabilities<true>(g, s, b, h, unmasked, n0 + key0, m0, lane, p4,
-                                  [&](int n, int e) { return lb[col(n, e)]; });
+                                  [&](int n, int e) { return ld_shared_f32(lb + col(n, e)); });
       wgmma_wait<0>();
       fence_regs(dp);
-      fa2bwd::score_grads(ds4, p4, [&](int n, int e) { return db[col(n, e)]; });
+      fa2bwd::score_grads(ds4, p4, [&](int n, int e) { return ld_shared_f32(db + col(n, e)); });
       uint32_t pa[4][4], da[4][4];
       round_frags<T>(sc, pa);
       round_frags<T>(dp, da);
@@ -502,14 +553,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       wgmma_wait<0>();
       fence_regs(dk), fence_regs(dv);
       if (lane == 0) mbar_arrive(&sm.empty[st]); /* Q and dout of this stage are read */
-      if (mine) {
+      if (mine) { /* dQ into my piece once the writer has handed it back, then to the writer */
         fence_regs(dqa);
-        if (DET) mbar_wait(&sm.turn[it & 1], (uint32_t)(it >> 1) & 1); /* the block's turn at these rows */
-        add_dq(it, h, m0, dqa);
-        if (DET) {
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&sm.added[it & 1]);
-        }
+        mbar_wait(&sm.dq_empty[cw], ((uint32_t)(DP == 128 ? it : it >> 1) & 1) ^ 1u);
+        put_dq(sm.dq + cw * C::DQ_BYTES, wl, lane, dqa);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&sm.dq_full[cw]);
       }
     }
 
@@ -556,10 +606,12 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
 
 /* Host side: the three launches on one stream (bg's dsum, dq_acc and, DET, dq_turn point into
  * the workspace), the second and third programmatic dependents of the one before;
- * `keys`: k has rows (else no main pass, and its maps are not made). */
+ * `keys`: k has rows (else no main pass, and its maps are not made). map_dq: dq_acc as (DP
+ * columns, heads_q, rows) f32, boxes of 32 x 1 x 64, 128-byte swizzle. */
 template <typename T, int DP, bool DET>
 cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
-                                 const CUtensorMap &map_do, const sdpa_bwd_geom &bg, bool keys, int sm_count,
+                                 const CUtensorMap &map_do, const CUtensorMap &map_dq, const sdpa_bwd_geom &bg,
+                                 bool keys, int sm_count,
                                  cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
   using C = cfg<DP>;
   const sdpa_geom &g = bg.f;
@@ -582,7 +634,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   lc.stream = stream, lc.attrs = pdl, lc.numAttrs = 1;
   if (keys && gk.x > 0) {
     lc.gridDim = gk, lc.blockDim = dim3(C::THREADS), lc.dynamicSmemBytes = C::SMEM_BYTES;
-    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, kg);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, map_dq, kg);
     if (e != cudaSuccess) return e;
   }
   const int64_t pairs = items * ((g.d + 1) / 2), wantc = (pairs + 255) / 256;
@@ -603,7 +655,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
 /* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
 #define OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, DET)                                                                  \
   template cudaError_t opsi::fa3bwd::launch_sdpa_bwd_sm90<T, DP, DET>(                                           \
-      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &,                        \
+      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &,   \
       const opsi::fa3bwd::sdpa_bwd_geom &, bool, int, cudaStream_t, int32_t *, int32_t *, int32_t *);
 #define OPSI_SDPA_BWD_SM90_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, false)
 #define OPSI_SDPA_BWD_SM90_DET_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, true)

@@ -4,8 +4,9 @@
  * consumer warpgroup, and streams query tiles of BM rows through a ring of STAGES; setmaxnreg
  * gives the producer warpgroup LOAD_REGS registers a thread and each consumer MMA_REGS.
  * Shared memory, 16-bit tiles of DP columns as boxes of 64 (128-byte swizzle): K and V BN x DP,
- * Q and dout STAGES x BM x DP each, dS 2 x BM x BN, LSE and D 2 x BM floats each, and the
- * mbarriers (K / V full, a full and an empty a stage, 2 turn and 2 added).
+ * Q and dout STAGES x BM x DP each, dS 2 x BM x BN, dQ's f32 pieces (a consumer warpgroup's
+ * BM x 64 each, two boxes of 32 columns), LSE and D 2 x BM floats each, and the mbarriers (K /
+ * V full, a full and an empty a stage, 2 turn and 2 added, a full and an empty a dQ piece).
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_
@@ -21,8 +22,8 @@
 
 #define OPSI_SDPA_BWD_SM90_SMEM(DP)                                                                             \
   (1024 + (2 * OPSI_SDPA_BWD_SM90_BN + 2 * OPSI_SDPA_BWD_SM90_STAGES * OPSI_SDPA_BWD_SM90_BM) * (DP) * 2 +     \
-   2 * OPSI_SDPA_BWD_SM90_BM * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * 2 * OPSI_SDPA_BWD_SM90_BM * 4 +                      \
-   8 * (5 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
+   2 * OPSI_SDPA_BWD_SM90_BM * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * OPSI_SDPA_BWD_SM90_BM * 64 * 4 +                    \
+   2 * 2 * OPSI_SDPA_BWD_SM90_BM * 4 + 8 * (9 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
 
 /* The workspace, for the rows and the launcher alike: D of every (query row, head), f32,
  * rounded up to 256 bytes, then dQ's f32 accumulators, DP columns a (query row, head); SIZE_MAX

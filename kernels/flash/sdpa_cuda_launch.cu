@@ -213,14 +213,22 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
     bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_sums_offset(bg.rows, bg.f.heads_q, DP, tiles));
   }
   if (!DET) ctx->info->plan = opsi_sdpa_bwd_sm90_plan(parts);
-  CUtensorMap mq, mk, mv, mdo;
+  CUtensorMap mq, mk, mv, mdo, mdq;
   /* an empty operand has no map (TMA takes no extent of 0): with no key there is no main pass
    * (dq is 0, dk and dv empty); with no query row the main pass loads no query tile (dk and
    * dv are 0) */
   const bool keys = a->k.shape[0] > 0 && a->k.shape[1] > 0, rows = bg.rows > 0;
   memset(&mq, 0, sizeof mq), memset(&mk, 0, sizeof mk), memset(&mv, 0, sizeof mv), memset(&mdo, 0, sizeof mdo);
+  memset(&mdq, 0, sizeof mdq);
   ops_status st = OPS_OK;
-  if (rows) st = encode_operand(ctx, &mq, a->q, a->varlen, C::BM, "the tensor map of q");
+  if (rows) { /* dQ's accumulators, (DP columns, heads, rows) f32, for the main pass's reductions */
+    const int64_t dims[3] = {DP, bg.f.heads_q, bg.rows}, strides[2] = {DP, bg.f.heads_q * DP};
+    const uint32_t box[3] = {32, 1, (uint32_t)C::BM};
+    st = opsi::map_status(
+        ctx, opsi::encode_map(&mdq, bg.dq_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 3, dims, strides, box),
+        "the tensor map of the dq accumulators");
+  }
+  if (st == OPS_OK && rows) st = encode_operand(ctx, &mq, a->q, a->varlen, C::BM, "the tensor map of q");
   if (st == OPS_OK && keys) st = encode_operand(ctx, &mk, a->k, a->varlen, C::BN, "the tensor map of k");
   if (st == OPS_OK && keys) st = encode_operand(ctx, &mv, a->v, a->varlen, C::BN, "the tensor map of v");
   if (st == OPS_OK && rows) st = encode_operand(ctx, &mdo, ba->dout, a->varlen, C::BM, "the tensor map of dout");
@@ -229,10 +237,10 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   opsi_launch_info *info = ctx->info;
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP, DET>(mq, mk, mv, mdo, bg, keys, ctx->sm_count,
+          ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP, DET>(mq, mk, mv, mdo, mdq, bg, keys, ctx->sm_count,
                                                                        stream, info->grid, info->block,
                                                                        &info->smem_bytes)
-          : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP, DET>(mq, mk, mv, mdo, bg, keys, ctx->sm_count, stream,
+          : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP, DET>(mq, mk, mv, mdo, mdq, bg, keys, ctx->sm_count, stream,
                                                                 info->grid, info->block, &info->smem_bytes);
   return opsi::launch_status(ctx, e);
 }

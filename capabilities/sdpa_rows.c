@@ -469,8 +469,9 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
 
 /* ops_sdpa_backward's Hopper kernels (sdpa_bwd_sm90.cuh): D and the zeroed dQ accumulators,
  * one pass over key tiles of BN (a block each, or the default kernels' key tiles in parts
- * where they fill too little of a wave; five products, dQ added by f32 atomics: in whatever
- * order they land, or (_det_) in turns, a fixed order), dQ's conversion. For the cost model:
+ * where they fill too little of a wave; five products, dQ added to f32 accumulators by TMA
+ * reductions: in whatever order they land, or (_det_) in turns, a fixed order), dQ's
+ * conversion. For the cost model:
  * the blocks, the head dim padded to DP, Q and dout read by each key tile's block and dQ's f32
  * partial sums written back as often. */
 static int32_t bwd_sm90_parts(const opsi_problem *p) {
@@ -513,19 +514,19 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
   .deterministic = 0,                                                                                        \
   .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " (in order, "  \
                      "from a place of the key tile's own; a walk in parts: each part's steps in order, the "  \
-                     "parts' sums added in part order); dQ: f32 atomics across key tiles, in whatever order " \
-                     "they land"
+                     "parts' sums added in part order); dQ: f32 TMA reduce-adds across key tiles, in whatever " \
+                     "order they land"
 #define SDPA_BWD_SM90_DQ_TURNS(BM)                                                                            \
   .deterministic = 1,                                                                                        \
   .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " in order; "   \
-                     "dQ: f32 atomics across key tiles taking turns, from the last key tile that sees the "  \
+                     "dQ: f32 TMA reduce-adds across key tiles taking turns, from the last key tile that sees the " \
                      "query tile to the first (an int32 counter a query tile and head)"
 #define SDPA_BWD_SM90_WS_ANY(DP, BM)                                                                          \
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes; with the key tiles in p parts (p = the most of 2, " \
   "4, 8 with key tiles x p <= sm_count and group x query tiles of " #BM " >= 4 p), then an int32 a key tile "  \
   "rounded up to 256 bytes and the parts' dK, dV sums: key tiles x p x 256 x " #DP " x 4 bytes"
 #define SDPA_BWD_SM90_KEEPER_ANY ""
-#define SDPA_BWD_SM90_KEEPER_TURNS "; a 2nd takes the dQ turns"
+#define SDPA_BWD_SM90_KEEPER_TURNS "; one takes dQ's turns"
 #define SDPA_BWD_SM90_WS_TURNS(DP, BM)                                                                        \
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes, then the turn counters: (tokens_q / " #BM        \
   " + batch + 1) x heads_q x 4 bytes"
@@ -552,15 +553,15 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
       .align = 16, .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                       \
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
-      .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA K / V once, Q / dout into a "     \
-                                #STAGES "-stage ring" KEEPER},                                               \
+      .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": TMA of K / V once, Q / dout (" #STAGES           \
+                                " stages); TMA reduce-add of dQ" KEEPER},                                    \
                 {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 keys each: wgmma S^T, dP^T, dV, dK, half of dQ; " \
-                                 "red.add dQ; LSE / D"}},                                                    \
+                                 "dQ to shared; LSE / D"}},                                                  \
       .stages = STAGES,                                                                                      \
       .smem_layout = "K and V " #BN "x" #DP ", Q and dout " #STAGES " stages of " #BM "x" #DP " each, dS 2 x " \
                      #BM "x" #BN " (stmatrix, transposed), as boxes of 64 columns, 128-byte swizzle, "      \
-                     "1024-byte aligned; LSE and D 2 x " #BM " floats each; 9 mbarriers (2 turn, 2 added: " \
-                     "_det_'s)",                                                                         \
+                     "1024-byte aligned; dQ pieces 2 x " #BM "x64 f32 as boxes of 32 columns; LSE and D 2 x " \
+                     #BM " floats each; 13 mbarriers (2 turn, 2 added: _det_'s)",                        \
       .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, DQ(BM),               \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                               \
       .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {BN, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1},   \

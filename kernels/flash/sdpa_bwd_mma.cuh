@@ -43,12 +43,15 @@ template <int DP> struct cfg {
   static_assert(KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024, "fits a block's shared memory on sm_86 / sm_89");
 };
 
-/* The LSE of query row i (within the sequence) in the log2 domain: +inf for a row that saw no
- * key or lies past the sequence's end, which makes its probabilities 0. */
+/* The LSE of query row i (within the sequence) as stored, +inf past the sequence's end; and an
+ * LSE in the log2 domain, +inf for a row that saw no key (-inf), which makes its probabilities
+ * 0. lse_log2 is the two in one. */
+__device__ __forceinline__ float lse_raw(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i) {
+  return i < s.sq ? g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] : INFINITY;
+}
+__device__ __forceinline__ float lse_to_log2(float l) { return l == -INFINITY ? INFINITY : l * 1.4426950408889634f; }
 __device__ __forceinline__ float lse_log2(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i) {
-  if (i >= s.sq) return INFINITY;
-  const float l = g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls];
-  return l == -INFINITY ? INFINITY : l * 1.4426950408889634f;
+  return lse_to_log2(lse_raw(g, s, b, h, i));
 }
 
 __device__ __forceinline__ float dsum_at(const sdpa_bwd_geom &bg, const sdpa_seq &s, int b, int h, int i) {

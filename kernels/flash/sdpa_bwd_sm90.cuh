@@ -468,20 +468,20 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 
     /* Tile it: issue S_it and dP_it; wait for S_it (its P under dP_it), then dP_it (dS); dS to
      * shared memory; issue dV += P^T dout and dK += dS^T Q, then (both warpgroups' dS in
-     * place) dQ = dS K; wait for them all (the stage goes back) and add dQ. Issuing the next
-     * tile's S and dP before this one's dQ is added keeps more registers live than the 240 of
-     * a consumer at DP 128 (ptxas spills). */
+     * place) dQ = dS K; wait for them all (the stage goes back) and hand dQ to the writer.
+     * Issuing the next tile's S and dP before this one's dQ is handed over keeps more registers
+     * live than the 240 of a consumer at DP 128 (ptxas spills). */
     /* LSE (log2) and D of tile it's rows, in buffer it % 2: warpgroup 0's first 64 threads
      * load the LSE, warpgroup 1's the D, one row each, a tile ahead (read under the products,
      * stored before the barrier that precedes the tile) */
     const int r_own = threadIdx.x % 128;
-    const auto fetch = [&](const walk_cursor &c) {
+    const auto fetch = [&](const walk_cursor &c) { /* the load alone: its use waits until put */
       const int h = c.h(), m0 = c.m0(BM);
-      return r_own >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_log2(g, s, b, h, m0 + r_own)
+      return r_own >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_raw(g, s, b, h, m0 + r_own)
                                           : fa2bwd::dsum_at(bg, s, b, h, m0 + r_own);
     };
     const auto put = [&](int64_t it, float x) {
-      if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = x;
+      if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = cw == 0 ? fa2bwd::lse_to_log2(x) : x;
     };
     walk_cursor cur(wk), nxt(wk); /* tile it's, tile it + 1's */
     if (wk.count > 0) {

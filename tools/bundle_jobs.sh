@@ -38,6 +38,9 @@
 # Session 35 (2026-11-26/27): ops 292-339 s (85 kernels) beside others (217-256 s), or beside
 # ops-memcheck / ops-racecheck of one sdpa test (21-58 s each); the whole ops-memcheck 243 s
 # beside others.
+# Session 36 (2026-11-27): ops 366 s beside memcheck of sdpa_backward* (42 s) then racecheck
+# of sdpa_backward (97 s); others 282 s alone; others beside a racecheck of
+# sdpa_backward_is_reproducible: neither finished in 400 s (give that racecheck a call alone).
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

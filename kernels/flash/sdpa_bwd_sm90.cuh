@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       bulk_wait<0>(); /* every addition complete before the block exits */
     } else if (DET && warp == 1 && lane == 0) {
       /* the keeper, polling two things at once so that neither waits for the other: the
-       * turn of tile `taking` (at most two tiles ahead of the consumers' additions; its
+       * turn of tile `taking` (at most two tiles ahead of the writer's additions; its
        * counter and the count to wait for: at, need), and the additions of tile `ending` (its
        * counter: `pending` of the even or of the odd tiles) */
       walk_cursor ahead(wk);

@@ -317,6 +317,12 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
+  /* Step it's dQ, for the consumers and the dQ writer alike: whether consumer warpgroup cw
+   * takes it (DP 128: 64 columns every step; 64: the steps in turn), which 64-column half it
+   * takes, and the phase of its piece's barriers then (its uses so far, mod 2). */
+  const auto takes_dq = [](int64_t it, int cw) { return DP == 128 || ((it + cw) & 1) == 0; };
+  const auto dq_half = [](int64_t it, int cw) { return DP == 128 ? (int)((it + cw) & 1) : 0; };
+  const auto dq_phase = [](int64_t it) { return (uint32_t)(DP == 128 ? it : it >> 1) & 1u; };
   const walk wk(g, s, n0, BN, BM, hk, !DET, parts, part);
   const int bmap = sdpa_map_batch(g, b);
   /* DET: the turn counter of query head h's tile at row m0 (-1: none, for cu_seqlens that
@@ -371,7 +377,6 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
        * complete (and visible: the keeper fences) before the keeper is told */
       walk_cursor cur(wk);
       for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
-        const uint32_t use = (uint32_t)(DP == 128 ? it : it >> 1) & 1; /* the pieces' phase */
         const int32_t row = (int32_t)(b * bg.dsum_sb + s.q0 + cur.m0(BM)), h = cur.h();
         if (DET) {
           mbar_wait(&sm.turn[it & 1], (uint32_t)(it >> 1) & 1);
@@ -379,9 +384,9 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
 #pragma unroll
         for (int cw = 0; cw < 2; ++cw) {
-          if (DP != 128 && ((it + cw) & 1) != 0) continue;
-          const int cb = DP == 128 ? (int)((it + cw) & 1) * 64 : 0;
-          mbar_wait(&sm.dq_full[cw], use);
+          if (!takes_dq(it, cw)) continue;
+          const int cb = dq_half(it, cw) * 64;
+          mbar_wait(&sm.dq_full[cw], dq_phase(it));
           tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES, cb, h, row);
           tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES + C::DQ_BYTES / 2, cb + 32, h, row);
         }
@@ -395,7 +400,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
 #pragma unroll
         for (int cw = 0; cw < 2; ++cw) {
-          if (DP == 128 || ((it + cw) & 1) == 0) mbar_arrive(&sm.dq_empty[cw]);
+          if (takes_dq(it, cw)) mbar_arrive(&sm.dq_empty[cw]);
         }
       }
       bulk_wait<0>(); /* every addition complete before the block exits */
@@ -463,8 +468,6 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     const auto issue_dp = [&](int64_t it, float(&dp)[32]) {
       issue_rows(ring_pos<STAGES>{(int)it}.stage(), dv_a, ddo_b, dp);
     };
-    /* at DP 128 each warpgroup takes 64 columns of every tile's dQ, at 64 every other tile */
-    const auto takes_dq = [&](int64_t it) { return DP == 128 || ((it + cw) & 1) == 0; };
 
     /* Tile it: issue S_it and dP_it; wait for S_it (its P under dP_it), then dP_it (dS); dS to
      * shared memory; issue dV += P^T dout and dK += dS^T Q, then (both warpgroups' dS in
@@ -538,10 +541,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (it + 1 < wk.count) put(it + 1, next);
       named_bar_sync(1, 256); /* both warpgroups' halves of dS are in place, and tile it + 1's LSE and D */
 
-      const bool mine = takes_dq(it);
+      const bool mine = takes_dq(it, cw);
       if (mine) {
         const uint64_t a0 = desc_advance(dds_a, (uint32_t)(it & 1) * C::DS_BYTES);
-        const uint64_t b0 = desc_advance(dkn_b, (DP == 128 ? (int)((it + cw) & 1) : 0) * BN * 128);
+        const uint64_t b0 = desc_advance(dkn_b, dq_half(it, cw) * BN * 128);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -555,7 +558,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (lane == 0) mbar_arrive(&sm.empty[st]); /* Q and dout of this stage are read */
       if (mine) { /* dQ into my piece once the writer has handed it back, then to the writer */
         fence_regs(dqa);
-        mbar_wait(&sm.dq_empty[cw], ((uint32_t)(DP == 128 ? it : it >> 1) & 1) ^ 1u);
+        mbar_wait(&sm.dq_empty[cw], dq_phase(it) ^ 1u);
         put_dq(sm.dq + cw * C::DQ_BYTES, wl, lane, dqa);
         fence_proxy_async();
         __syncwarp();

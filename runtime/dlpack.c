@@ -62,6 +62,12 @@ ops_status ops_tensor_from_dlpack(const DLTensor *dl, ops_tensor *out) {
                      "ops_tensor_from_dlpack: byte_offset: expected a multiple of %zu bytes, got %llu",
                      elem, (unsigned long long)dl->byte_offset);
   }
+  if (dl->data != NULL && dl->byte_offset > UINTPTR_MAX - (uintptr_t)dl->data) {
+    return opsi_fail(OPS_ERR_BAD_SIZE,
+                     "ops_tensor_from_dlpack: byte_offset: expected data + byte_offset within the "
+                     "address space, got %llu bytes past %p",
+                     (unsigned long long)dl->byte_offset, dl->data);
+  }
   void *data = dl->data == NULL ? NULL : (void *)((char *)dl->data + dl->byte_offset);
   ops_status st = ops_tensor_init(out, data, (ops_dtype)dtype, device, dl->ndim, dl->shape,
                                   dl->strides);

@@ -21,7 +21,7 @@ extern "C" {
  * ndim <= 8; NULL strides mean row-major contiguous.
  * Errors: OPS_ERR_NULL_POINTER, OPS_ERR_UNSUPPORTED_DEVICE, OPS_ERR_DTYPE_MISMATCH,
  * OPS_ERR_BAD_NDIM, OPS_ERR_MISALIGNED (byte_offset not a multiple of the element size),
- * OPS_ERR_BAD_SIZE. */
+ * OPS_ERR_BAD_SIZE (an extent or stride, or data + byte_offset past the address space). */
 OPS_API ops_status ops_tensor_from_dlpack(const DLTensor *dl, ops_tensor *out);
 
 #ifdef __cplusplus

@@ -232,6 +232,9 @@ static void dlpack_views_are_converted_without_copy(void **state) {
 
   dl.byte_offset = 3; /* not a whole element */
   assert_int_equal(ops_tensor_from_dlpack(&dl, &t), OPS_ERR_MISALIGNED);
+  dl.byte_offset = UINT64_MAX - 1; /* data + byte_offset wraps */
+  assert_int_equal(ops_tensor_from_dlpack(&dl, &t), OPS_ERR_BAD_SIZE);
+  assert_non_null(strstr(ops_last_error(), "byte_offset"));
   dl.byte_offset = 0;
   dl.dtype.lanes = 4;
   assert_int_equal(ops_tensor_from_dlpack(&dl, &t), OPS_ERR_DTYPE_MISMATCH);

@@ -474,17 +474,16 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
  * conversion. For the cost model:
  * the blocks, the head dim padded to DP, Q and dout read by each key tile's block and dQ's f32
  * partial sums written back as often. */
-static int32_t bwd_sm90_parts(const opsi_problem *p) {
+static int32_t bwd_sm90_parts(const opsi_problem *p, int dp) {
   const int64_t *d = p->dims;
   const int64_t group = d[OPSI_SDPA_HKV] > 0 ? d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV] : 1;
   return opsi_sdpa_bwd_sm90_parts(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], group, d[OPSI_SDPA_SQ],
-                                  p->sm_count);
+                                  dp, p->sm_count);
 }
-static const char *bwd_sm90_plan(const opsi_problem *p) { return opsi_sdpa_bwd_sm90_plan(bwd_sm90_parts(p)); }
 static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
   e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN) *
-              (det ? 1.0 : (double)bwd_sm90_parts(p));
+              (det ? 1.0 : (double)bwd_sm90_parts(p, dp));
   e->pad_factor = head_dim_pad(p, dp);
   e->bytes_factor = 3.0;
   e->launches = 3;
@@ -494,7 +493,7 @@ static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
   return opsi_sdpa_bwd_sm90_split_workspace(d[OPSI_SDPA_TQ], d[OPSI_SDPA_HQ], dp,
                                             opsi_sdpa_bwd_sm90_key_tiles(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV],
                                                                          d[OPSI_SDPA_SK]),
-                                            bwd_sm90_parts(p));
+                                            bwd_sm90_parts(p, dp));
 }
 static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
   return opsi_sdpa_bwd_sm90_det_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HQ], dp);
@@ -505,7 +504,10 @@ static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
     bwd_sm90_grid(p, D, 1, e);                                                                                \
   }                                                                                                           \
   static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }         \
-  static size_t bwd_sm90_det_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_det_workspace(p, D); }
+  static size_t bwd_sm90_det_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_det_workspace(p, D); } \
+  static const char *bwd_sm90_plan_##NAME(const opsi_problem *p) {                                          \
+    return opsi_sdpa_bwd_sm90_plan(bwd_sm90_parts(p, D));                                                   \
+  }
 OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #undef SDPA_BWD_SM90_FNS
 
@@ -531,12 +533,15 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes, then the turn counters: (tokens_q / " #BM        \
   " + batch + 1) x heads_q x 4 bytes"
 #define SDPA_BWD_SM90_ROW(ID, NAME, D)                                                                         \
-  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM,   \
+  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN,                        \
+                      OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
                       OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
                       bwd_sm90_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_##NAME, bwd_sm90_grid_##NAME,         \
-                      bwd_sm90_plan, SDPA_BWD_SM90_DQ_ANY, SDPA_BWD_SM90_WS_ANY, SDPA_BWD_SM90_KEEPER_ANY),
+                      bwd_sm90_plan_##NAME, SDPA_BWD_SM90_DQ_ANY, SDPA_BWD_SM90_WS_ANY,                      \
+                      SDPA_BWD_SM90_KEEPER_ANY),
 #define SDPA_BWD_SM90_DET_ROW(ID, NAME, D)                                                                     \
-  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN, OPSI_SDPA_BWD_SM90_BM, \
+  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN,                    \
+                      OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
                       OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
                       bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME,                       \
                       bwd_sm90_det_grid_##NAME, NULL, SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS,          \
@@ -560,7 +565,7 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
       .stages = STAGES,                                                                                      \
       .smem_layout = "K and V " #BN "x" #DP ", Q and dout " #STAGES " stages of " #BM "x" #DP " each, dS 2 x " \
                      #BM "x" #BN " (stmatrix, transposed), as boxes of 64 columns, 128-byte swizzle, "      \
-                     "1024-byte aligned; dQ pieces 2 x " #BM "x64 f32 as boxes of 32 columns; LSE and D 2 x " \
+                     "1024-byte aligned; dQ pieces 2 x 64x64 f32 as boxes of 32 columns; LSE and D 2 x "  \
                      #BM " floats each; 13 mbarriers (2 turn, 2 added: _det_'s)",                        \
       .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, DQ(BM),               \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                               \

@@ -1,21 +1,22 @@
 /*
- * The Hopper attention backward (sm_90a): TMA + wgmma, warp-specialized, dQ summed by f32
- * atomics, in whatever order they land or (DET) in a fixed order. Three launches:
+ * The Hopper attention backward (sm_90a): TMA + wgmma, warp-specialized, dQ summed in f32 by
+ * TMA reductions, in whatever order they land or (DET) in a fixed order. Three launches:
  *
  *   dsum:   D = rowsum(dout * o) into the workspace, each (row, head)'s dQ accumulators zeroed
  *           (sdpa_bwd_mma.cuh's kernel).
  *   main:   a block owns BN = 128 keys of one (batch, KV head); one producer warpgroup and two
  *           consumer warpgroups of 64 keys each. The producer loads K and V once, then for each
- *           query head of the group and each query tile of BM = 64 rows that sees the keys, Q
- *           and dout (TMA) into a ring of STAGES; the consumers load the tile's LSE and D a tile
- *           ahead. Each consumer warpgroup, per tile:
+ *           query head of the group and each query tile of BM rows that sees the keys (DP 128:
+ *           64, one wgmma M; DP 64: 128, so that each warpgroup takes half of every tile's dQ),
+ *           Q and dout (TMA) into a ring of STAGES; the consumers load the tile's LSE and D a
+ *           tile ahead. Each consumer warpgroup, per tile:
  *             S^T = K Q^T, dP^T = V dout^T            (wgmma, A = K / V, B = Q / dout K-major)
  *             P^T = exp2(S^T scale log2(e) - LSE log2(e)), dS^T = P^T (dP^T - D)   (registers)
  *             dV += P^T dout, dK += dS^T Q            (wgmma, A from registers, B N-major)
  *             dS to shared memory (stmatrix, transposed: dS[query][key])
- *             dQ_tile = dS K over the block's 128 keys (wgmma; at DP 128 each warpgroup takes
- *             64 columns, at 64 the warpgroups take the tiles in turn), into the warpgroup's
- *             f32 piece in shared memory, which the producer warpgroup's dQ writer adds to the
+ *             dQ_tile = dS K over the block's 128 keys (wgmma; each warpgroup a 64 x 64 piece,
+ *             64 columns at DP 128, 64 rows at DP 64), into the warpgroup's f32 piece in
+ *             shared memory, which the producer warpgroup's dQ writer adds to the
  *             accumulators by TMA reductions (cp.reduce.async.bulk.tensor .add, a box of 64
  *             rows x 32 columns at a time) and hands back once the copy engine has read it
  *           then dK times the scale and dV stored once (a GQA group's sum stays in the block);
@@ -68,21 +69,22 @@ namespace fa3bwd {
 using sdpa_bwd_geom = ::opsi_sdpa_bwd_geom;
 
 template <int DP_> struct cfg {
-  static constexpr int DP = DP_, BN = OPSI_SDPA_BWD_SM90_BN, BM = OPSI_SDPA_BWD_SM90_BM;
+  static constexpr int DP = DP_, BN = OPSI_SDPA_BWD_SM90_BN, BM = OPSI_SDPA_BWD_SM90_BM_OF(DP_);
   static constexpr int STAGES = OPSI_SDPA_BWD_SM90_STAGES;
   static constexpr int LOAD_REGS = OPSI_SDPA_BWD_SM90_LOAD_REGS, MMA_REGS = OPSI_SDPA_BWD_SM90_MMA_REGS;
   static constexpr int THREADS = 384;
-  static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2, DQ_BYTES = BM * 64 * 4;
+  static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2;
+  static constexpr int DQ_BYTES = 64 * 64 * 4; /* a consumer warpgroup's dQ piece, f32 */
   static constexpr int SMEM_BYTES = OPSI_SDPA_BWD_SM90_SMEM(DP);
-  static_assert(BN == 128 && BM == 64, "two consumer warpgroups of 64 keys; query tiles of one wgmma M");
-  static_assert(DP == 64 || DP == 128, "head dims of one or two 64-column boxes");
+  static_assert(BN == 128, "two consumer warpgroups of 64 keys");
+  static_assert((DP == 64 && BM == 128) || (DP == 128 && BM == 64), "dQ in two 64 x 64 pieces a step");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one block");
   static_assert(LOAD_REGS * 128 + MMA_REGS * 256 <= 65536, "register split");
 };
 
 /* Shared memory, 1024-byte aligned (the swizzle's atom): K, V (BN x DP), the ring's Q and
  * dout (BM x DP a stage), dS (2 buffers of BM x BN), each as boxes of 64 columns; dQ's pieces
- * (a consumer warpgroup's BM x 64 f32, as two boxes of 32 columns: DQ_BYTES each); LSE (log2)
+ * (a consumer warpgroup's 64 x 64 f32, as two boxes of 32 columns: DQ_BYTES each); LSE (log2)
  * and D (2 buffers of BM floats each); the mbarriers (DET's turn and added: 2 each; a full
  * and an empty a dQ piece). */
 template <typename C> struct smem_plan {
@@ -200,9 +202,10 @@ __device__ __forceinline__ float ld_shared_f32(const float *p) {
   return x;
 }
 
-template <typename T> __device__ __forceinline__ void round_frags(const float (&x)[32], uint32_t (&a)[4][4]) {
+template <typename T, int N>
+__device__ __forceinline__ void round_frags(const float (&x)[N / 2], uint32_t (&a)[N / 16][4]) {
 #pragma unroll
-  for (int kt = 0; kt < 4; ++kt) {
+  for (int kt = 0; kt < N / 16; ++kt) {
     a[kt][0] = pack2<T>(x[kt * 8 + 0], x[kt * 8 + 1]);
     a[kt][1] = pack2<T>(x[kt * 8 + 2], x[kt * 8 + 3]);
     a[kt][2] = pack2<T>(x[kt * 8 + 4], x[kt * 8 + 5]);
@@ -317,12 +320,10 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
-  /* Step it's dQ, for the consumers and the dQ writer alike: whether consumer warpgroup cw
-   * takes it (DP 128: 64 columns every step; 64: the steps in turn), which 64-column half it
-   * takes, and the phase of its piece's barriers then (its uses so far, mod 2). */
-  const auto takes_dq = [](int64_t it, int cw) { return DP == 128 || ((it + cw) & 1) == 0; };
-  const auto dq_half = [](int64_t it, int cw) { return DP == 128 ? (int)((it + cw) & 1) : 0; };
-  const auto dq_phase = [](int64_t it) { return (uint32_t)(DP == 128 ? it : it >> 1) & 1u; };
+  /* Step it's dQ (BM x DP), for the consumers and the dQ writer alike: consumer warpgroup cw
+   * takes the 64 x 64 piece whose column half (DP 128, the halves alternating from step to
+   * step) or row half (DP 64, BM 128) is dq_half(it, cw). */
+  const auto dq_half = [](int64_t it, int cw) { return DP == 128 ? (int)((it + cw) & 1) : cw; };
   const walk wk(g, s, n0, BN, BM, hk, !DET, parts, part);
   const int bmap = sdpa_map_batch(g, b);
   /* DET: the turn counter of query head h's tile at row m0 (-1: none, for cu_seqlens that
@@ -372,9 +373,9 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
       }
     } else if (warp == 2 && lane == 0) {
-      /* the dQ writer: each step's pieces (both warpgroups' at DP 128, the one whose turn it
-       * is at 64) into the accumulators, in the consumers' order; DET: at the block's turn,
-       * complete (and visible: the keeper fences) before the keeper is told */
+      /* the dQ writer: each step's two pieces into the accumulators, in the consumers' order;
+       * DET: at the block's turn, complete (and visible: the keeper fences) before the keeper
+       * is told */
       walk_cursor cur(wk);
       for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
         const int32_t row = (int32_t)(b * bg.dsum_sb + s.q0 + cur.m0(BM)), h = cur.h();
@@ -384,11 +385,11 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
 #pragma unroll
         for (int cw = 0; cw < 2; ++cw) {
-          if (!takes_dq(it, cw)) continue;
-          const int cb = dq_half(it, cw) * 64;
-          mbar_wait(&sm.dq_full[cw], dq_phase(it));
-          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES, cb, h, row);
-          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES + C::DQ_BYTES / 2, cb + 32, h, row);
+          const int half = dq_half(it, cw), cb = DP == 128 ? half * 64 : 0;
+          const int32_t rb = row + (DP == 128 ? 0 : half * 64);
+          mbar_wait(&sm.dq_full[cw], (uint32_t)it & 1u);
+          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES, cb, h, rb);
+          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES + C::DQ_BYTES / 2, cb + 32, h, rb);
         }
         bulk_commit();
         if (DET) {
@@ -398,10 +399,8 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         } else {
           bulk_wait_read<0>();
         }
-#pragma unroll
-        for (int cw = 0; cw < 2; ++cw) {
-          if (takes_dq(it, cw)) mbar_arrive(&sm.dq_empty[cw]);
-        }
+        mbar_arrive(&sm.dq_empty[0]);
+        mbar_arrive(&sm.dq_empty[1]);
       }
       bulk_wait<0>(); /* every addition complete before the block exits */
     } else if (DET && warp == 1 && lane == 0) {
@@ -450,7 +449,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 
     /* my 64 keys' rows of K or V (a) against stage st's 64 rows of Q or dout (b), one wgmma
      * group: S^T = K Q^T, dP^T = V dout^T */
-    const auto issue_rows = [&](int st, uint64_t a, uint64_t b, float(&acc)[32]) {
+    const auto issue_rows = [&](int st, uint64_t a, uint64_t b, float(&acc)[BM / 2]) {
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < DP / 16; ++kk) {
@@ -460,12 +459,12 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       wgmma_commit();
     };
     /* tile it's S^T once its stage has landed, then its dP^T (P's exponentials run under dP) */
-    const auto issue_s = [&](int64_t it, float(&sc)[32]) {
+    const auto issue_s = [&](int64_t it, float(&sc)[BM / 2]) {
       const ring_pos<STAGES> pos{(int)it};
       mbar_wait(&sm.full[pos.stage()], pos.full_parity());
       issue_rows(pos.stage(), dk_a, dq_b, sc);
     };
-    const auto issue_dp = [&](int64_t it, float(&dp)[32]) {
+    const auto issue_dp = [&](int64_t it, float(&dp)[BM / 2]) {
       issue_rows(ring_pos<STAGES>{(int)it}.stage(), dv_a, ddo_b, dp);
     };
 
@@ -493,7 +492,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     }
     nxt.advance();
 
-    float sc[32], dp[32], dqa[32];
+    float sc[BM / 2], dp[BM / 2], dqa[32];
     for (int64_t it = 0; it < wk.count; ++it, cur = nxt, nxt.advance()) {
       issue_s(it, sc), issue_dp(it, dp);
       const float next = it + 1 < wk.count ? fetch(nxt) : 0.0f;
@@ -511,16 +510,16 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       wgmma_wait<0>();
       fence_regs(dp);
       fa2bwd::score_grads(ds4, p4, [&](int n, int e) { return ld_shared_f32(db + col(n, e)); });
-      uint32_t pa[4][4], da[4][4];
-      round_frags<T>(sc, pa);
-      round_frags<T>(dp, da);
+      uint32_t pa[BM / 16][4], da[BM / 16][4];
+      round_frags<T, BM>(sc, pa);
+      round_frags<T, BM>(dp, da);
 
       /* dS[query][key] into buffer it % 2: matrix i of k16 step kt is keys key0 + (i % 2) 8 ..,
        * queries 16 kt + (i / 2) 8 ..; its stored row l % 8 is query 16 kt + (i / 2) 8 + l % 8 */
       uint8_t *dsb = sm.ds + (it & 1) * C::DS_BYTES;
       const int mi = lane / 8, kq = key0 + (mi % 2) * 8;
 #pragma unroll
-      for (int kt = 0; kt < 4; ++kt) {
+      for (int kt = 0; kt < BM / 16; ++kt) {
         const int q = kt * 16 + (mi / 2) * 8 + lane % 8;
         const uint32_t addr =
             smem_addr(dsb + (kq / 64) * BM * 128 + q * 128 + ((((kq % 64) / 8) ^ (q % 8)) << 4));
@@ -529,11 +528,11 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 
       wgmma_fence();
 #pragma unroll
-      for (int kt = 0; kt < 4; ++kt) {
+      for (int kt = 0; kt < BM / 16; ++kt) {
         wgmma_rs<T, DP>::mma(dv, pa[kt], desc_advance(ddo_n, st * C::Q_BYTES + kt * 16 * 128), 1u);
       }
 #pragma unroll
-      for (int kt = 0; kt < 4; ++kt) {
+      for (int kt = 0; kt < BM / 16; ++kt) {
         wgmma_rs<T, DP>::mma(dk, da[kt], desc_advance(dq_n, st * C::Q_BYTES + kt * 16 * 128), 1u);
       }
       wgmma_commit();
@@ -541,10 +540,11 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (it + 1 < wk.count) put(it + 1, next);
       named_bar_sync(1, 256); /* both warpgroups' halves of dS are in place, and tile it + 1's LSE and D */
 
-      const bool mine = takes_dq(it, cw);
-      if (mine) {
-        const uint64_t a0 = desc_advance(dds_a, (uint32_t)(it & 1) * C::DS_BYTES);
-        const uint64_t b0 = desc_advance(dkn_b, dq_half(it, cw) * BN * 128);
+      { /* my piece of dQ: A = dS's rows (DP 64: my half's), B = K's columns (DP 128: my half's) */
+        const uint32_t half = (uint32_t)dq_half(it, cw);
+        const uint64_t a0 =
+            desc_advance(dds_a, (uint32_t)(it & 1) * C::DS_BYTES + (DP == 128 ? 0u : half * 64 * 128));
+        const uint64_t b0 = desc_advance(dkn_b, DP == 128 ? half * BN * 128 : 0);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -556,14 +556,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       wgmma_wait<0>();
       fence_regs(dk), fence_regs(dv);
       if (lane == 0) mbar_arrive(&sm.empty[st]); /* Q and dout of this stage are read */
-      if (mine) { /* dQ into my piece once the writer has handed it back, then to the writer */
-        fence_regs(dqa);
-        mbar_wait(&sm.dq_empty[cw], dq_phase(it) ^ 1u);
-        put_dq(sm.dq + cw * C::DQ_BYTES, wl, lane, dqa);
-        fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&sm.dq_full[cw]);
-      }
+      /* dQ into my piece once the writer has handed it back, then to the writer */
+      fence_regs(dqa);
+      mbar_wait(&sm.dq_empty[cw], ((uint32_t)it & 1u) ^ 1u);
+      put_dq(sm.dq + cw * C::DQ_BYTES, wl, lane, dqa);
+      fence_proxy_async();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.dq_full[cw]);
     }
 
     if (SPLIT && !last_part<DP>(bg, sm.lse, (((int64_t)b * gridDim.y + hk) * (gridDim.x / parts) + blk), parts,

@@ -5,7 +5,7 @@
  * gives the producer warpgroup LOAD_REGS registers a thread and each consumer MMA_REGS.
  * Shared memory, 16-bit tiles of DP columns as boxes of 64 (128-byte swizzle): K and V BN x DP,
  * Q and dout STAGES x BM x DP each, dS 2 x BM x BN, dQ's f32 pieces (a consumer warpgroup's
- * BM x 64 each, two boxes of 32 columns), LSE and D 2 x BM floats each, and the mbarriers (K /
+ * 64 x 64 each, two boxes of 32 columns), LSE and D 2 x BM floats each, and the mbarriers (K /
  * V full, a full and an empty a stage, 2 turn and 2 added, a full and an empty a dQ piece).
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_
@@ -15,15 +15,19 @@
 #include <stdint.h>
 
 #define OPSI_SDPA_BWD_SM90_BN 128
-#define OPSI_SDPA_BWD_SM90_BM 64
+/* query tile rows by head dim (BM_<DP>): two 64-row halves at DP 64, one wgmma M at 128 */
+#define OPSI_SDPA_BWD_SM90_BM_64 128
+#define OPSI_SDPA_BWD_SM90_BM_128 64
+#define OPSI_SDPA_BWD_SM90_BM_OF(DP) ((DP) == 64 ? OPSI_SDPA_BWD_SM90_BM_64 : OPSI_SDPA_BWD_SM90_BM_128)
 #define OPSI_SDPA_BWD_SM90_STAGES 2
 #define OPSI_SDPA_BWD_SM90_LOAD_REGS 24
 #define OPSI_SDPA_BWD_SM90_MMA_REGS 240
 
-#define OPSI_SDPA_BWD_SM90_SMEM(DP)                                                                             \
-  (1024 + (2 * OPSI_SDPA_BWD_SM90_BN + 2 * OPSI_SDPA_BWD_SM90_STAGES * OPSI_SDPA_BWD_SM90_BM) * (DP) * 2 +     \
-   2 * OPSI_SDPA_BWD_SM90_BM * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * OPSI_SDPA_BWD_SM90_BM * 64 * 4 +                    \
-   2 * 2 * OPSI_SDPA_BWD_SM90_BM * 4 + 8 * (9 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
+#define OPSI_SDPA_BWD_SM90_SMEM(DP)                                                                            \
+  (1024 +                                                                                                      \
+   (2 * OPSI_SDPA_BWD_SM90_BN + 2 * OPSI_SDPA_BWD_SM90_STAGES * OPSI_SDPA_BWD_SM90_BM_OF(DP)) * (DP) * 2 +     \
+   2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * 64 * 64 * 4 +                          \
+   2 * 2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * 4 + 8 * (9 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
 
 /* The workspace, for the rows and the launcher alike: D of every (query row, head), f32,
  * rounded up to 256 bytes, then dQ's f32 accumulators, DP columns a (query row, head); SIZE_MAX
@@ -59,13 +63,13 @@ static inline int64_t opsi_sdpa_bwd_sm90_key_tiles(int64_t batch, int64_t heads_
   return t;
 }
 static inline int32_t opsi_sdpa_bwd_sm90_parts(int64_t batch, int64_t heads_kv, int64_t seqlen_k, int64_t group,
-                                               int64_t seqlen_q, int64_t sm_count) {
+                                               int64_t seqlen_q, int dp, int64_t sm_count) {
   const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(batch, heads_kv, seqlen_k);
   if (tiles <= 0 || group <= 0 || seqlen_q <= 0 || sm_count <= 0 || tiles > sm_count / 2 || seqlen_q > (1 << 30) ||
       group > (1 << 20)) {
     return 1;
   }
-  const int64_t steps = group * ((seqlen_q + OPSI_SDPA_BWD_SM90_BM - 1) / OPSI_SDPA_BWD_SM90_BM);
+  const int64_t bm = OPSI_SDPA_BWD_SM90_BM_OF(dp), steps = group * ((seqlen_q + bm - 1) / bm);
   int32_t best = 1;
   for (int32_t p = 2; p <= OPSI_SDPA_BWD_SM90_SPLIT_MAX; p *= 2) {
     if (tiles * p > sm_count || steps < (int64_t)p * OPSI_SDPA_BWD_SM90_SPLIT_MIN_STEPS) break;
@@ -104,14 +108,15 @@ static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_
 /* The deterministic kernels' turn counters, after the accumulators: an int32 a (query tile of
  * BM rows, head); a sequence's tiles are numbered from (its first packed row) / BM plus its
  * index, so that the tiles of neighbouring sequences never share one. */
-static inline int64_t opsi_sdpa_bwd_sm90_turns(int64_t tokens_q, int64_t batch, int64_t heads_q) {
-  return (tokens_q / OPSI_SDPA_BWD_SM90_BM + batch + 1) * heads_q;
+static inline int64_t opsi_sdpa_bwd_sm90_turns(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp) {
+  return (tokens_q / OPSI_SDPA_BWD_SM90_BM_OF(dp) + batch + 1) * heads_q;
 }
 static inline size_t opsi_sdpa_bwd_sm90_det_workspace(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp) {
   const size_t base = opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp);
-  const double turns = ((double)tokens_q / OPSI_SDPA_BWD_SM90_BM + (double)batch + 1.0) * (double)heads_q * 4.0;
+  const double turns =
+      ((double)tokens_q / OPSI_SDPA_BWD_SM90_BM_OF(dp) + (double)batch + 1.0) * (double)heads_q * 4.0;
   if (base == SIZE_MAX || (double)base + turns > 0x1p62 || (double)base + turns > (double)SIZE_MAX) return SIZE_MAX;
-  return base + (size_t)opsi_sdpa_bwd_sm90_turns(tokens_q, batch, heads_q) * 4;
+  return base + (size_t)opsi_sdpa_bwd_sm90_turns(tokens_q, batch, heads_q, dp) * 4;
 }
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_ */

@@ -190,7 +190,8 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   const int64_t heads_kv = bg.f.heads_q / bg.f.group;
   const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(bg.f.batch, heads_kv, bg.f.seqlen_k);
   const int32_t parts =
-      DET ? 1 : opsi_sdpa_bwd_sm90_parts(bg.f.batch, heads_kv, bg.f.seqlen_k, bg.f.group, bg.f.seqlen_q, ctx->sm_count);
+      DET ? 1 : opsi_sdpa_bwd_sm90_parts(bg.f.batch, heads_kv, bg.f.seqlen_k, bg.f.group, bg.f.seqlen_q, DP,
+                                        ctx->sm_count);
   const size_t need = DET ? opsi_sdpa_bwd_sm90_det_workspace(bg.rows, bg.f.batch, bg.f.heads_q, DP)
                           : opsi_sdpa_bwd_sm90_split_workspace(bg.rows, bg.f.heads_q, DP, tiles, parts);
   if (need > ctx->workspace_bytes) {
@@ -203,7 +204,7 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   if (DET) {
     bg.dq_turn = reinterpret_cast<int32_t *>(static_cast<char *>(ctx->workspace) +
                                              opsi_sdpa_bwd_sm90_workspace(bg.rows, bg.f.heads_q, DP));
-    bg.dq_turns = opsi_sdpa_bwd_sm90_turns(bg.rows, bg.f.batch, bg.f.heads_q);
+    bg.dq_turns = opsi_sdpa_bwd_sm90_turns(bg.rows, bg.f.batch, bg.f.heads_q, DP);
   }
   bg.kv_parts = parts;
   if (parts > 1) { /* the counters (zeroed with the accumulators) and the parts' sums */
@@ -223,7 +224,7 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   ops_status st = OPS_OK;
   if (rows) { /* dQ's accumulators, (DP columns, heads, rows) f32, for the main pass's reductions */
     const int64_t dims[3] = {DP, bg.f.heads_q, bg.rows}, strides[2] = {DP, bg.f.heads_q * DP};
-    const uint32_t box[3] = {32, 1, (uint32_t)C::BM};
+    const uint32_t box[3] = {32, 1, 64}; /* a consumer warpgroup's piece: 64 rows, two boxes of 32 columns */
     st = opsi::map_status(
         ctx, opsi::encode_map(&mdq, bg.dq_acc, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, 3, dims, strides, box),
         "the tensor map of the dq accumulators");

@@ -140,9 +140,10 @@ void sdpa_backward(void **state) {
   sdpa_bwd_case(2, 450, 0);
   sdpa_bwd_case(3, 1000, 0); /* d 96, 1000 queries over 995 keys, causal, a window and a mask */
   sdpa_bwd_case(6, 4097, 0); /* d <= 64, causal, 4097 x 4097: 33 key tiles of 128, a partial last */
-  /* 8 query heads over 1, 200 or 256 rows: 2 key tiles whose walks of 32 steps the Hopper
-   * kernel cuts in 8 parts (sdpa_bwd_sm90_shape.h): d <= 64 and d 128 plain, d >= 72 causal,
-   * causal with a window (parts of no step at the last key tile), varlen with Dv != D */
+  /* 8 query heads over 1, 200 or 256 rows: 2 key tiles whose walks the Hopper kernels cut in
+   * parts (sdpa_bwd_sm90_shape.h; at 256 rows 32 steps of 64 in 8 parts at d >= 72, 16 steps
+   * of 128 in 4 at d <= 64): d <= 64 and d 128 plain, d >= 72 causal, causal with a window
+   * (parts of no step at the last key tile), varlen with Dv != D */
   sdpa_bwd_case(0, 256, 8);
   sdpa_bwd_case(1, 200, 8);
   sdpa_bwd_case(7, 200, 8);

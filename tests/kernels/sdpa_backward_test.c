@@ -397,7 +397,9 @@ static void gpu_handles_take_head_dims_up_to_128(void **state) {
       if (want != NULL) {
         OPST_OK(st);
         const size_t d_bytes = 4 * 1024 * 16 * 4;
-        const size_t acc_bytes = (size_t)4 * 1024 * 16 * kDim[i] * 4, turn_bytes = (4096 / 64 + 4 + 1) * 16 * 4;
+        /* DET's turn counters: an int32 a (query tile, head); tiles of 128 rows at d64, 64 at d128 */
+        const size_t acc_bytes = (size_t)4 * 1024 * 16 * kDim[i] * 4;
+        const size_t turn_bytes = (size_t)(4096 / (kDim[i] == 64 ? 128 : 64) + 4 + 1) * 16 * 4;
         assert_int_equal(ws, hw == 0 ? d_bytes + acc_bytes : hw == 1 ? d_bytes + acc_bytes + turn_bytes : d_bytes);
         assert_true(e.chosen >= 0);
         assert_string_equal(e.verdicts[e.chosen].kernel_name, want);

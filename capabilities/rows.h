@@ -99,6 +99,11 @@ typedef struct opsi_kernel_row {
   uint32_t fuses;                       /* OPSI_F_* prologues / epilogues it absorbs */
   int32_t deterministic;                /* bitwise identical results run to run */
   const char *reduction_order;
+  int32_t twin;                         /* a deterministic row that is another row's kernel
+                                           with its reductions put in a fixed order: that
+                                           row's id, never outrun by this one, so that where
+                                           both take a call this one is not estimated below it
+                                           (0: none) */
   int32_t cluster;                      /* blocks a cluster that share loads (0 or 1: none);
                                            > 1: every block of a cluster must read the same
                                            range (the op's uniform work, dispatch/work.c) and

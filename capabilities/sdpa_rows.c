@@ -538,17 +538,17 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                       OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
                       bwd_sm90_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_##NAME, bwd_sm90_grid_##NAME,         \
                       bwd_sm90_plan_##NAME, SDPA_BWD_SM90_DQ_ANY, SDPA_BWD_SM90_WS_ANY,                      \
-                      SDPA_BWD_SM90_KEEPER_ANY),
+                      SDPA_BWD_SM90_KEEPER_ANY, 0),
 #define SDPA_BWD_SM90_DET_ROW(ID, NAME, D)                                                                     \
   SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN,                    \
                       OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
                       OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
                       bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME,                       \
                       bwd_sm90_det_grid_##NAME, NULL, SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS,          \
-                      SDPA_BWD_SM90_KEEPER_TURNS),
+                      SDPA_BWD_SM90_KEEPER_TURNS, OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D##D),
 #define SDPA_BWD_SM90_ROW_X(...) SDPA_BWD_SM90_ROW_(__VA_ARGS__)
 #define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, WORKSPACE, LAUNCH, GRID, PLAN, \
-                           DQ, DQ_WORKSPACE, KEEPER)                                                         \
+                           DQ, DQ_WORKSPACE, KEEPER, TWIN)                                                   \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA_BACKWARD, .backend = OPS_DEVICE_CUDA, .sm_min = 90,         \
       .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),               \
@@ -567,7 +567,7 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                      #BM "x" #BN " (stmatrix, transposed), as boxes of 64 columns, 128-byte swizzle, "      \
                      "1024-byte aligned; dQ pieces 2 x 64x64 f32 as boxes of 32 columns; LSE and D 2 x "  \
                      #BM " floats each; 13 mbarriers (2 turn, 2 added: _det_'s)",                        \
-      .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, DQ(BM),               \
+      .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, DQ(BM), .twin = TWIN, \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                               \
       .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {BN, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1},   \
                  1},                                                                                         \

@@ -66,6 +66,8 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const double mem = c->mem_us * (cal != NULL ? 1.0 : c->wave_factor);
   const double math = c->math_us * c->pad_factor * c->wave_factor;
   c->us = c->launch_us + c->waves * c->wave_us + (mem > math ? mem : math);
+  c->own_us = c->us;
+  c->twin_name = NULL;
 }
 
 void opsi_format_cost(const opsi_cost *c, char *buf, size_t n) {
@@ -75,14 +77,18 @@ void opsi_format_cost(const opsi_cost *c, char *buf, size_t n) {
                             c->mem_us, c->bytes / 1e6, c->math_us, c->flops / 1e9, c->waves, c->wave_factor,
                             c->blocks, c->pad_factor, c->launch_us);
   if (used < 0 || (size_t)used >= n) return;
-  if (c->calibration != NULL) {
+  if (c->twin_name != NULL && c->calibration != NULL) { /* in place of the calibration's name: a
+                                                          * verdict's text is short */
+    snprintf(buf + used, n - (size_t)used, " + %.1f us a wave; own %.1f us, raised to its twin's estimate",
+             c->wave_us, c->own_us);
+  } else if (c->twin_name != NULL) {
+    snprintf(buf + used, n - (size_t)used, "; own %.1f us, raised to its twin's estimate", c->own_us);
+  } else if (c->calibration != NULL) {
     snprintf(buf + used, n - (size_t)used, " + %.1f us a wave; calibrated %s (%d shapes)", c->wave_us,
              c->calibration_set->name, (int)c->calibration->shapes);
+  } else if (c->mem_efficiency != c->efficiency) {
+    snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f (memory %.2f)", c->efficiency, c->mem_efficiency);
   } else {
-    if (c->mem_efficiency != c->efficiency) {
-      snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f (memory %.2f)", c->efficiency, c->mem_efficiency);
-    } else {
-      snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f", c->efficiency);
-    }
+    snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f", c->efficiency);
   }
 }

@@ -30,6 +30,8 @@ typedef struct opsi_cost {
   double launch_us;
   double wave_us;         /* fixed time a wave (calibrated rows; 0 otherwise) */
   double us;              /* the estimate */
+  double own_us;          /* the row's own, where its twin's (rows.h) raised it; else us */
+  const char *twin_name;  /* that twin, or NULL */
   const opsi_calibration *calibration;         /* the entry used, or NULL: the row's efficiency */
   const opsi_calibration_set *calibration_set; /* where it comes from */
   double efficiency;                           /* the row's, when uncalibrated */

@@ -65,7 +65,8 @@ static int32_t pinned_for(const opsi_vctx *v, int32_t op) {
 }
 
 /* One row's verdict for p: the handle's pin, then the rules (why not into msg); an eligible
- * row's cost into *c. */
+ * row's cost into *c. A row with a twin (rows.h) costs at least what the twin does where the
+ * twin takes the call too. */
 static ops_reason judge(const opsi_vctx *v, const opsi_problem *p, const opsi_kernel_row *row, char *msg,
                         size_t len, opsi_cost *c) {
   const int32_t pinned = pinned_for(v, p->op);
@@ -74,7 +75,21 @@ static ops_reason judge(const opsi_vctx *v, const opsi_problem *p, const opsi_ke
     return OPS_REASON_NOT_PINNED;
   }
   const ops_reason r = opsi_rules_check(p, row, &v->handle->info, msg, len);
-  if (r == OPS_REASON_ELIGIBLE) opsi_estimate(p, row, &v->handle->info, c);
+  if (r != OPS_REASON_ELIGIBLE) return r;
+  opsi_estimate(p, row, &v->handle->info, c);
+  if (row->twin != 0 && pinned == 0) {
+    size_t n = 0;
+    const opsi_kernel_row *rows = opsi_rows_for_op(p->op, &n);
+    char why[8];
+    for (size_t i = 0; i < n; ++i) {
+      opsi_cost tc;
+      if (rows[i].id != row->twin || rows[i].twin != 0) continue;
+      if (opsi_rules_check(p, &rows[i], &v->handle->info, why, sizeof why) != OPS_REASON_ELIGIBLE) break;
+      opsi_estimate(p, &rows[i], &v->handle->info, &tc);
+      if (tc.us > c->us) c->us = tc.us, c->twin_name = rows[i].name;
+      break;
+    }
+  }
   return r;
 }
 

@@ -659,10 +659,78 @@ static void launch_variants_are_rows_or_plans(void **state) {
   ops_handle_destroy(v);
 }
 
+/* A deterministic row is its twin's kernel with the reductions in a fixed order (rows.h): on a
+ * handle that does not ask for determinism its estimate never falls below the twin's, where the
+ * twin takes the call, so that ties and noisy fits leave the call to the twin (first in the
+ * table); explain says when the twin's estimate raised it. On a deterministic handle the twin
+ * is refused and the row stands on its own estimate; a pinned row likewise. */
+static void deterministic_rows_never_undercut_their_twins(void **state) {
+  (void)state;
+  static const char *const kPairs[2][2] = {{"cuda_sdpa_backward_sm90_d64", "cuda_sdpa_backward_sm90_det_d64"},
+                                           {"cuda_sdpa_backward_sm90_d128", "cuda_sdpa_backward_sm90_det_d128"}};
+  static const int64_t kShapes[][4] = {{2, 128, 8, 2},  {1, 512, 16, 16}, {4, 512, 16, 16},  {8, 1024, 16, 16},
+                                       {1, 8192, 32, 8}, {16, 256, 32, 32}, {32, 512, 16, 16}, {2, 2048, 32, 8},
+                                       {64, 128, 12, 12}, {4, 4096, 16, 16}};
+  ops_handle v = opst_virtual_handle(90);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  int raised = 0, compared = 0;
+  for (int det_handle = 0; det_handle < 2; ++det_handle) {
+    OPST_OK(ops_handle_set_deterministic(v, det_handle));
+    for (size_t i = 0; i < sizeof kShapes / sizeof kShapes[0]; ++i) {
+      for (int d = 0; d < 2; ++d) {
+        for (int causal = 0; causal < 2; ++causal) {
+          const int64_t dim = d == 0 ? 64 : 128, b = kShapes[i][0], s = kShapes[i][1];
+          const int64_t qs[4] = {b, s, kShapes[i][2], dim}, ks[4] = {b, s, kShapes[i][3], dim},
+                        ls[3] = {b, kShapes[i][2], s};
+          ops_tensor tq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs);
+          ops_tensor tk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks);
+          ops_tensor tl = desc(OPS_DTYPE_F32, ops_device_cuda(0), 3, ls);
+          ops_sdpa_params p;
+          ops_sdpa_params_init(&p);
+          p.causal = causal;
+          OPST_OK(ops_sdpa_backward_explain(v, &p, &tq, &tk, &tk, &tq, &tl, &tq, &tq, &tk, &tk, &e));
+          assert_true(e.chosen >= 0);
+          const char *chosen = e.verdicts[e.chosen].kernel_name;
+          for (int k = 0; k < 2; ++k) {
+            const ops_verdict *twin = verdict_of(&e, kPairs[k][0]), *det = verdict_of(&e, kPairs[k][1]);
+            if (det->reason != OPS_REASON_ELIGIBLE) continue;
+            const int says = strstr(det->message, "raised to its twin") != NULL;
+            if (det_handle) { /* the twin is refused: the row's own estimate */
+              assert_int_not_equal(twin->reason, OPS_REASON_ELIGIBLE);
+              assert_false(says);
+              continue;
+            }
+            assert_int_equal(twin->reason, OPS_REASON_ELIGIBLE);
+            assert_true(det->est_us >= twin->est_us);
+            if (says) assert_true(det->est_us == twin->est_us);
+            assert_string_not_equal(chosen, kPairs[k][1]);
+            raised += says, ++compared;
+          }
+        }
+      }
+    }
+  }
+  printf("[ TWINS    ] %d deterministic estimates beside their twins', %d raised to the twin's\n", compared, raised);
+  /* pinned, the row runs alone: no twin to raise it */
+  OPST_OK(ops_handle_set_deterministic(v, 0));
+  OPST_OK(ops_handle_pin_kernel(v, "cuda_sdpa_backward_sm90_det_d64"));
+  const int64_t qs[4] = {4, 512, 16, 64}, ls[3] = {4, 16, 512};
+  ops_tensor tq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs), tl = desc(OPS_DTYPE_F32, ops_device_cuda(0), 3, ls);
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.causal = 1;
+  OPST_OK(ops_sdpa_backward_explain(v, &p, &tq, &tq, &tq, &tq, &tl, &tq, &tq, &tq, &tq, &e));
+  assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_backward_sm90_det_d64");
+  assert_null(strstr(e.verdicts[e.chosen].message, "raised to its twin"));
+  ops_handle_destroy(v);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(sdpa_on_the_cpu_and_on_described_gpus),
       cmocka_unit_test(d64_rows_by_the_tiles_work),
+      cmocka_unit_test(deterministic_rows_never_undercut_their_twins),
       cmocka_unit_test(decode_against_a_paged_cache),
       cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),

@@ -41,6 +41,9 @@
 # Session 36 (2026-11-27): ops 366 s beside memcheck of sdpa_backward* (42 s) then racecheck
 # of sdpa_backward (97 s); others 282 s alone; others beside a racecheck of
 # sdpa_backward_is_reproducible: neither finished in 400 s (give that racecheck a call alone).
+# Session 37 (2026-11-27): ops 289-304 s, beside others (242 s) or beside memcheck of
+# sdpa_backward* (46 s) then racecheck of sdpa_backward (73 s); racecheck of
+# sdpa_backward_is_reproducible alone 467 s (it fits one call by itself, nothing beside it).
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

@@ -74,7 +74,7 @@ template <int DP_> struct cfg {
   static constexpr int LOAD_REGS = OPSI_SDPA_BWD_SM90_LOAD_REGS, MMA_REGS = OPSI_SDPA_BWD_SM90_MMA_REGS;
   static constexpr int THREADS = 384;
   static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2;
-  static constexpr int DQ_BYTES = 64 * 64 * 4; /* a consumer warpgroup's dQ piece, f32 */
+  static constexpr int DQ_BYTES = OPSI_SDPA_BWD_SM90_DQ_BYTES;
   static constexpr int SMEM_BYTES = OPSI_SDPA_BWD_SM90_SMEM(DP);
   static_assert(BN == 128, "two consumer warpgroups of 64 keys");
   static_assert((DP == 64 && BM == 128) || (DP == 128 && BM == 64), "dQ in two 64 x 64 pieces a step");
@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     for (int i = 0; i < DP / 2; ++i) dk[i] = dv[i] = 0.0f;
     mbar_wait(sm.kv_full, 0);
 
-    /* my 64 keys' rows of K or V (a) against stage st's 64 rows of Q or dout (b), one wgmma
+    /* my 64 keys' rows of K or V (a) against stage st's BM rows of Q or dout (b), one wgmma
      * group: S^T = K Q^T, dP^T = V dout^T */
     const auto issue_rows = [&](int st, uint64_t a, uint64_t b, float(&acc)[BM / 2]) {
       wgmma_fence();
@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
      * place) dQ = dS K; wait for them all (the stage goes back) and hand dQ to the writer.
      * Issuing the next tile's S and dP before this one's dQ is handed over keeps more registers
      * live than the 240 of a consumer at DP 128 (ptxas spills). */
-    /* LSE (log2) and D of tile it's rows, in buffer it % 2: warpgroup 0's first 64 threads
+    /* LSE (log2) and D of tile it's rows, in buffer it % 2: warpgroup 0's first BM threads
      * load the LSE, warpgroup 1's the D, one row each, a tile ahead (read under the products,
      * stored before the barrier that precedes the tile) */
     const int r_own = threadIdx.x % 128;

@@ -20,13 +20,15 @@
 #define OPSI_SDPA_BWD_SM90_BM_128 64
 #define OPSI_SDPA_BWD_SM90_BM_OF(DP) ((DP) == 64 ? OPSI_SDPA_BWD_SM90_BM_64 : OPSI_SDPA_BWD_SM90_BM_128)
 #define OPSI_SDPA_BWD_SM90_STAGES 2
+/* a consumer warpgroup's dQ piece a step: 64 x 64 f32 */
+#define OPSI_SDPA_BWD_SM90_DQ_BYTES (64 * 64 * 4)
 #define OPSI_SDPA_BWD_SM90_LOAD_REGS 24
 #define OPSI_SDPA_BWD_SM90_MMA_REGS 240
 
 #define OPSI_SDPA_BWD_SM90_SMEM(DP)                                                                            \
   (1024 +                                                                                                      \
    (2 * OPSI_SDPA_BWD_SM90_BN + 2 * OPSI_SDPA_BWD_SM90_STAGES * OPSI_SDPA_BWD_SM90_BM_OF(DP)) * (DP) * 2 +     \
-   2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * 64 * 64 * 4 +                          \
+   2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * OPSI_SDPA_BWD_SM90_DQ_BYTES +          \
    2 * 2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * 4 + 8 * (9 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
 
 /* The workspace, for the rows and the launcher alike: D of every (query row, head), f32,

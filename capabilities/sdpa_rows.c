@@ -338,13 +338,15 @@ OPSI_SDPA_SPLIT_KERNELS(SDPA_SPLIT_FNS)
 #define SDPA_SPLIT_MEM_EFF_16 0.85f
 #define SDPA_SPLIT_MEM_EFF_64 0.5f
 #define SDPA_SPLIT_ROLE_16 "the block's 16 packed rows over a quarter of each key tile; cp.async ring; merge"
-#define SDPA_SPLIT_ROLE_64 "16 packed rows each over every key (mma.sync; _d128 on sm_90a: wgmma); online " \
-                           "softmax; cp.async ring"
+#define SDPA_SPLIT_ROLE_64 "16 packed rows each over every key (mma.sync; _d128 on sm_90a: wgmma, TMA); " \
+                           "online softmax; merge"
 /* how the tiles are laid out (OPSI_SDPA_SPLIT_WGMMA) */
 #define SDPA_SPLIT_LAYOUT_MMA "16-byte chunks XOR-swizzled by row % 8"
 #define SDPA_SPLIT_LAYOUT_WG                                                                            \
   "on sm_90a wgmma's 128-byte swizzle atoms (64 columns, 16-byte chunks XOR row % 8, the atoms of a " \
-  "tile rows x 128 bytes apart), else 16-byte chunks XOR-swizzled by row % 8"
+  "tile rows x 128 bytes apart) as TMA writes them, a stage's K and V barriers in place of the paged rows' " \
+  "offsets (K / V by TMA unless the page size is not a multiple of 8), else 16-byte chunks "        \
+  "XOR-swizzled by row % 8"
 #define SDPA_SPLIT_LAYOUT_64_16 SDPA_SPLIT_LAYOUT_MMA
 #define SDPA_SPLIT_LAYOUT_64_64 SDPA_SPLIT_LAYOUT_MMA
 #define SDPA_SPLIT_LAYOUT_128_16 SDPA_SPLIT_LAYOUT_MMA

@@ -30,7 +30,9 @@
  *
  * BM 16 (_m16): the 4 warps split each 64-key tile, 16 keys a warp, over the same 16 rows.
  * BM 64 (_m64): a warp 16 rows over all 64 keys (_d128_m64 on sm_90a: one warpgroup's wgmma,
- * whose accumulators hold the same rows a warp, in the same layout). Operands: 16-bit,
+ * whose accumulators hold the same rows a warp, in the same layout; its K and V tiles by TMA,
+ * warp 0's lanes issuing a tile's boxes (tma_kv) on a barrier a stage, where the launcher
+ * encoded their maps: opsi_sdpa_split_tma_box). Operands: 16-bit,
  * unit-stride rows with 16-byte aligned bases and strides (the rows' alignment), head dims up
  * to DP.
  */
@@ -170,7 +172,63 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   }
 }
 
+/* The page id of key row j where a TMA box of it starts (paged calls; -1: past the sequence, or
+ * a page outside the pool). */
+__device__ __forceinline__ int32_t box_page(const sdpa_geom &g, int b, const sdpa_seq &s, int j) {
+  return g.pages != nullptr && j < s.sk ? key_page(g, b, j) : -1;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* K and V rows [j0, j0 + BN) into one ring stage by TMA (_d128_m64 on sm_90a), by warp 0: lane 0
+ * arms the stage's K and V barriers (bar[0], bar[1]) for their bytes, then lane p < BN / box
+ * issues the boxes of rows [j0 + p * box, + box): K's 64-column halves, then V's (S and the
+ * softmax need only K: the math waits for V later), landing as wgmma's 128-byte swizzle atoms
+ * (tile_at; box is a multiple of 8 rows, so each box starts on an atom's row 0). Contiguous
+ * views: one box of BN rows at (column, k0 + j0, hk, batch), the batch coordinate 0 where the
+ * view has no batch stride (varlen). Paged: a box a run of `box` rows inside one page, at
+ * (column, row in page, hk, page), `page` the lane's box_page (read a trip ahead); -1 goes past
+ * the pool's last page. TMA reads zeros past a tensor or pool; rows past the sequence inside
+ * it are masked (K) and zeroed by the kernel (V). */
+template <typename T, int DP, int BN>
+__device__ __forceinline__ void tma_kv(T *kb, T *vb, const CUtensorMap *tk, const CUtensorMap *tv, uint64_t *bar,
+                                       const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0, int box,
+                                       int32_t page) {
+  using namespace opsi::sm90;
+  const int lane = threadIdx.x % 32;
+  if (lane == 0) {
+    mbar_expect_tx(&bar[0], (uint32_t)(BN * DP * sizeof(T)));
+    mbar_expect_tx(&bar[1], (uint32_t)(BN * DP * sizeof(T)));
+  }
+  __syncwarp();
+  if (lane >= BN / box) return;
+  const int r = lane * box;
+  int32_t row, kb3, vb3;
+  if (g.pages == nullptr) {
+    row = (int32_t)(s.k0 + j0), kb3 = g.k.sb == 0 ? 0 : b, vb3 = g.v.sb == 0 ? 0 : b;
+  } else {
+    row = (j0 + r) % g.page_size, kb3 = vb3 = page < 0 ? (int32_t)g.num_pages : page;
+  }
+#pragma unroll
+  for (int h = 0; h < DP / 64; ++h) {
+    tma_load_4d(kb + tile_at<DP, true>(r, h * 64, BN), tk, &bar[0], h * 64, row, hk, kb3);
+  }
+#pragma unroll
+  for (int h = 0; h < DP / 64; ++h) {
+    tma_load_4d(vb + tile_at<DP, true>(r, h * 64, BN), tv, &bar[1], h * 64, row, hk, vb3);
+  }
+}
+
+/* Zeros V's rows [r0, BN) of a stage (rows past the sequence that TMA read from inside the
+ * tensor or page: a cache's unused slots may hold anything, and 0 x NaN is NaN), then fences
+ * them for wgmma's reads. */
+template <typename T, int DP, int BN, int THREADS> __device__ __forceinline__ void zero_v_rows(T *vb, int r0) {
+  for (int idx = threadIdx.x; idx < (BN - r0) * (DP / 8); idx += THREADS) {
+    const int r = r0 + idx / (DP / 8), c = (idx % (DP / 8)) * 8;
+    *reinterpret_cast<uint4 *>(vb + tile_at<DP, true>(r, c, BN)) = make_uint4(0u, 0u, 0u, 0u);
+  }
+  sm90::fence_proxy_async();
+}
+
 /* The parts of a row tile as one cluster (rank = part): every block's `red` holds its part's
  * normalized rows (row r at r * PITCH, the LSE in column DP). After a barrier, the cluster's
  * threads take the (row, 4 columns) items in turn, each folding the parts in part order as
@@ -255,7 +313,8 @@ __device__ __forceinline__ void wg_pv(float (&o)[DP / 8][4], const float (&sc)[B
 template <typename T, int DP, int BM>
 __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_SM)
     sdpa_split_kernel(const sdpa_geom g, int32_t splits, int32_t row_tiles, int32_t clustered, float *ws_lse,
-                      float *ws_o, int64_t tokens_q) {
+                      float *ws_o, int64_t tokens_q, const __grid_constant__ CUtensorMap tk,
+                      const __grid_constant__ CUtensorMap tv, int32_t tma_box) {
   using C = cfg<T, DP, BM>;
   constexpr int BN = C::BN, NW = C::NW, STAGES = C::STAGES, THREADS = C::THREADS;
   constexpr bool WG = C::WG_ROWS && OPSI_SDPA_SPLIT_ON_SM90A; /* wgmma's swizzle atoms: 1024-byte aligned */
@@ -294,6 +353,25 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     sdpa_row_keys(g, s, pr < rows ? (int)(pr / group) : s.sq, &lo[hr], &hi[hr]);
   }
 
+  /* K and V by TMA (the _d128_m64 kernel on sm_90a, where the launcher encoded their maps:
+   * tma_box > 0), a K and a V barrier a stage where the paged rows' offsets would be; else
+   * cp.async */
+  const bool tma = WG && tma_box > 0;
+  const int boxes = tma ? BN / tma_box : 0; /* the lanes of warp 0 that issue a tile's boxes */
+  uint64_t *bars = reinterpret_cast<uint64_t *>(kv_rows);
+  (void)bars; /* read by sm_90a's code only */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (WG) {
+    if (tma) {
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int st = 0; st < 2 * STAGES; ++st) sm90::mbar_init(&bars[st], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      }
+      __syncthreads();
+    }
+  }
+#endif
   { /* Q: packed rows, zero past the last row and the head dim */
     constexpr int PER_ROW = DP / 8, ROWS_PASS = THREADS / PER_ROW;
     const int c = (threadIdx.x % PER_ROW) * 8, bytes = valid_bytes(c, g.d, sizeof(T));
@@ -307,17 +385,35 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     }
   }
   constexpr int AHEAD = C::AHEAD;
+  if (tma) cp_commit(); /* Q alone */
 #pragma unroll
   for (int st = 0; st < AHEAD; ++st) {
     T *kb = ring + st * 2 * BN * DP;
-    if (ta + st < tb) {
-      load_kv<T, DP, BN, THREADS, WG>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk, nullptr);
+    if (tma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      if constexpr (WG) {
+        if (warp == 0 && ta + st < tb) {
+          const int j0 = (ta + st) * BN;
+          tma_kv<T, DP, BN>(kb, kb + BN * DP, &tk, &tv, &bars[2 * st], g, b, s, hk, j0, tma_box,
+                            lane < boxes ? box_page(g, b, s, j0 + lane * tma_box) : -1);
+        }
+      }
+#endif
+    } else {
+      if (ta + st < tb) {
+        load_kv<T, DP, BN, THREADS, WG>(kb, kb + BN * DP, g, b, s, hk, (ta + st) * BN, s.sk, nullptr);
+      }
+      cp_commit();
     }
-    cp_commit();
   }
   paged_rows next; /* the next tile to copy, a trip ahead (paged calls) */
-  next.read(g, b, (ta + AHEAD) * BN, ta + AHEAD < tb ? s.sk : 0, BN);
-  if (C::Q_IN_RING) next.put(g, (ta + AHEAD) * BN, kv_rows + ((ta + AHEAD) % 2) * 2 * BN, BN);
+  int32_t box_next = -1; /* TMA: the page of this lane's box of the next tile, a trip ahead */
+  if (tma) {
+    if (warp == 0 && lane < boxes && ta + AHEAD < tb) box_next = box_page(g, b, s, (ta + AHEAD) * BN + lane * tma_box);
+  } else {
+    next.read(g, b, (ta + AHEAD) * BN, ta + AHEAD < tb ? s.sk : 0, BN);
+    if (C::Q_IN_RING) next.put(g, (ta + AHEAD) * BN, kv_rows + ((ta + AHEAD) % 2) * 2 * BN, BN);
+  }
 
   const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
   const bool full = kd == DP / 16 && kdv == DP / 16;     /* head dims that fill the kernel's */
@@ -328,11 +424,25 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
   uint32_t qf[C::HOIST_Q ? DP / 16 : 1][4];
 
   for (int t = ta; t < tb; ++t) {
-    if (t == ta) cp_wait<AHEAD - 1>(); /* tile t landed (and Q, with the first) */
-    else cp_wait<STAGES - 2>();
+    if (tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (WG) sm90::fence_proxy_async(); /* the copies' rows, for wgmma's reads */
+      if constexpr (WG) {
+        const int n = t - ta;
+        if (t == ta) cp_wait<0>(); /* Q */
+        sm90::mbar_wait(&bars[2 * (n % STAGES)], (uint32_t)((n / STAGES) & 1)); /* K */
+        if (t * BN + BN > s.sk) { /* V now, to zero its rows past the sequence */
+          sm90::mbar_wait(&bars[2 * (n % STAGES) + 1], (uint32_t)((n / STAGES) & 1));
+          zero_v_rows<T, DP, BN, THREADS>(ring + (n % STAGES) * 2 * BN * DP + BN * DP, max(s.sk - t * BN, 0));
+        }
+      }
 #endif
+    } else {
+      if (t == ta) cp_wait<AHEAD - 1>(); /* tile t landed (and Q, with the first) */
+      else cp_wait<STAGES - 2>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      if constexpr (WG) sm90::fence_proxy_async(); /* the copies' rows, for wgmma's reads */
+#endif
+    }
     __syncthreads();
     if constexpr (C::HOIST_Q) {
       if (t == ta) {
@@ -340,17 +450,34 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
         for (int kk = 0; kk < DP / 16; ++kk) {
           ldmatrix_x4(qf[kk], &sq[fa2::swz<DP>(rw * 16 + lane % 16, kk * 16 + (lane / 16) * 8)]);
         }
-        if (C::Q_IN_RING) __syncthreads(); /* the copy below fills the stage Q's rows sit in */
+        if (C::Q_IN_RING) { /* the copy below fills the stage Q's rows sit in */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+          if (tma) sm90::fence_proxy_async(); /* Q's reads before TMA's writes */
+#endif
+          __syncthreads();
+        }
       }
     }
     if (C::Q_IN_RING || t > ta) { /* into the stage the barrier freed (none first, where all were filled) */
       const int nt = t + STAGES - 1;
       T *kb = ring + ((nt - ta) % STAGES) * 2 * BN * DP;
-      if (nt < tb) {
-        load_kv<T, DP, BN, THREADS, WG>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk, kv_rows + (nt % 2) * 2 * BN);
+      if (tma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        if constexpr (WG) {
+          if (warp == 0 && nt < tb) {
+            tma_kv<T, DP, BN>(kb, kb + BN * DP, &tk, &tv, &bars[2 * ((nt - ta) % STAGES)], g, b, s, hk, nt * BN,
+                              tma_box, box_next);
+            box_next = lane < boxes && nt + 1 < tb ? box_page(g, b, s, (nt + 1) * BN + lane * tma_box) : -1;
+          }
+        }
+#endif
+      } else {
+        if (nt < tb) {
+          load_kv<T, DP, BN, THREADS, WG>(kb, kb + BN * DP, g, b, s, hk, nt * BN, s.sk, kv_rows + (nt % 2) * 2 * BN);
+        }
+        cp_commit();
+        next.read(g, b, (nt + 1) * BN, nt + 1 < tb ? s.sk : 0, BN);
       }
-      cp_commit();
-      next.read(g, b, (nt + 1) * BN, nt + 1 < tb ? s.sk : 0, BN);
     }
     const T *kb = ring + ((t - ta) % STAGES) * 2 * BN * DP, *vb = kb + BN * DP;
 
@@ -386,13 +513,16 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     for (int n = 0; n < DP / 8; ++n) o[n][0] *= rs[0], o[n][1] *= rs[0], o[n][2] *= rs[1], o[n][3] *= rs[1];
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (WG) wg_pv<T, DP, BN>(o, sc, vb);
+    if constexpr (WG) {
+      if (tma) sm90::mbar_wait(&bars[2 * ((t - ta) % STAGES) + 1], (uint32_t)(((t - ta) / STAGES) & 1)); /* V */
+      wg_pv<T, DP, BN>(o, sc, vb);
+    }
 #endif
     if constexpr (!WG) { /* O += P V over this warp's keys */
       if (full) fa2::warp_pv<T, DP, NW, true>(o, sc, vb, kw * NW, kdv, lane);
       else fa2::warp_pv<T, DP, NW>(o, sc, vb, kw * NW, kdv, lane);
     }
-    next.put(g, (t + STAGES) * BN, kv_rows + ((t + STAGES) % 2) * 2 * BN, BN); /* after this trip's barrier */
+    if (!tma) next.put(g, (t + STAGES) * BN, kv_rows + ((t + STAGES) % 2) * 2 * BN, BN); /* after this trip's barrier */
   }
   cp_wait<0>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -530,8 +660,9 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
  * programmatic dependent launch on sm >= 90). */
 template <typename T, int DP, int BM>
 cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_tiles, int32_t clustered,
-                              void *workspace, int64_t tokens_q, int32_t sm, cudaStream_t stream, int32_t *grid,
-                              int32_t *block, int32_t *smem_bytes, int32_t *cluster) {
+                              void *workspace, int64_t tokens_q, const CUtensorMap &tk, const CUtensorMap &tv,
+                              int32_t tma_box, int32_t sm, cudaStream_t stream, int32_t *grid, int32_t *block,
+                              int32_t *smem_bytes, int32_t *cluster) {
   using C = cfg<T, DP, BM>;
   const auto kernel = sdpa_split_kernel<T, DP, BM>;
   const cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
@@ -555,9 +686,10 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = (unsigned)splits, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     lc.attrs = at, lc.numAttrs = 1;
-    return cudaLaunchKernelEx(&lc, kernel, g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q);
+    return cudaLaunchKernelEx(&lc, kernel, g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q, tk, tv, tma_box);
   }
-  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q);
+  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q, tk, tv,
+                                                    tma_box);
   if (splits > 1) {
     const cudaError_t le = cudaGetLastError();
     if (le != cudaSuccess) return le;
@@ -580,9 +712,9 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
 
 /* One instantiation (the kernel sources, sdpa_kernels.h's lists); `extern` before it declares it. */
 #define OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)                                                                   \
-  template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(const opsi::sdpa_geom &, int32_t, int32_t,   \
-                                                                 int32_t, void *, int64_t, int32_t, cudaStream_t,      \
-                                                                 int32_t *, int32_t *, int32_t *, int32_t *);
+  template cudaError_t opsi::split::launch_sdpa_split<T, DP, BM>(                                            \
+      const opsi::sdpa_geom &, int32_t, int32_t, int32_t, void *, int64_t, const CUtensorMap &, const CUtensorMap &, \
+      int32_t, int32_t, cudaStream_t, int32_t *, int32_t *, int32_t *, int32_t *);
 #define OPSI_SDPA_SPLIT_INSTANTIATE(T, DP, BM) OPSI_SDPA_SPLIT_TEMPLATE(T, DP, BM)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SPLIT_CUH_ */

@@ -3,23 +3,23 @@
  * launcher and the capability rows, with the split count that the rows' workspace and plan
  * and the launcher all take from it.
  *
- * A block is 4 warps over one KV head: its query rows are the packed rows (query row i, query
- * head g of the KV head's group) -> i * group + g, BM of them, so that K and V are read once
- * for every query head that shares them. _m16 kernels: BM 16, the 4 warps split each key tile
- * (16 keys a warp) and merge at the end; _m64: BM 64, a warp 16 rows over every key. Key tiles
- * of BN rows stream through a STAGES-deep cp.async ring (K and V a stage). Shared memory: the
- * ring STAGES x 2 x BN x DP (16-bit), Q BM x DP, the paged rows' K and V offsets of the next two
- * tiles 2 x 2 x BN int64, and the merge's row statistics 2 x 64 floats. Q's fragments live in
- * registers where DP <= 128; the _m64 kernels' Q rows then sit in the K half of the ring's last
- * stage, which is first filled after every warp has taken Q (BM <= BN; 16 KB apart would cost
- * a block an SM), and the ring starts with STAGES - 1 tiles in flight; elsewhere Q has its own
- * rows after the ring and every stage is in flight from the start (a part of two tiles waits
- * for one round trip, not two). The merge's f32 partial outputs (64 rows of DP + 8 floats)
- * reuse the ring. On sm_90a the _m64 kernel with DP 128 is one warpgroup whose wgmma takes
- * Q (and P) from registers and K and V from shared memory, laid out in 128-byte swizzle atoms
- * (64 columns of 16-bit values, rows 128 bytes apart, 16-byte chunks XOR row % 8; a DP-wide
- * tile of R rows is DP / 64 atoms R x 128 bytes apart); elsewhere mma.sync, the tiles' chunks
- * XOR-swizzled by row % 8.
+ * A block is 4 warps over one KV head: its query rows are the packed rows (query row i, query head
+ * g of the KV head's group) -> i * group + g, BM of them, so that K and V are read once for every
+ * query head that shares them. _m16 kernels: BM 16, the 4 warps split each key tile (16 keys a
+ * warp) and merge at the end; _m64: BM 64, a warp 16 rows over every key. Key tiles of BN rows
+ * stream through a STAGES-deep cp.async (or TMA) ring (K and V a stage). Shared memory: the ring
+ * STAGES x 2 x BN x DP (16-bit), Q BM x DP, the paged rows' K and V offsets of the next two tiles
+ * 2 x 2 x BN int64 (where TMA loads the tiles: a K and a V barrier a stage there instead), and the
+ * merge's row statistics 2 x 64 floats. Q's fragments live in registers where DP <= 128; the _m64
+ * kernels' Q rows then sit in the K half of the ring's last stage, which is first filled after
+ * every warp has taken Q (BM <= BN; 16 KB apart would cost a block an SM), and the ring starts
+ * with STAGES - 1 tiles in flight; elsewhere Q has its own rows after the ring and every stage is
+ * in flight from the start (a part of two tiles waits for one round trip, not two). The merge's
+ * f32 partial outputs (64 rows of DP + 8 floats) reuse the ring. On sm_90a the _m64 kernel with DP
+ * 128 is one warpgroup whose wgmma takes Q (and P) from registers and K and V from shared memory,
+ * laid out in 128-byte swizzle atoms (64 columns of 16-bit values, rows 128 bytes apart, 16-byte
+ * chunks XOR row % 8; a DP-wide tile of R rows is DP / 64 atoms R x 128 bytes apart); elsewhere
+ * mma.sync, the tiles' chunks XOR-swizzled by row % 8.
  * PER_SM: resident blocks an SM by shared memory on sm_90 (228 KB) and by registers (the
  * kernels' launch bounds hold them to it), for the cost model and the split count.
  */
@@ -54,6 +54,16 @@
 #define OPSI_SDPA_SPLIT_Q_IN_RING(DP, BM) (OPSI_SDPA_SPLIT_HOIST_Q(DP) && (BM) > 16)
 /* the _m64 kernel's math on sm_90a for head dims up to 128: one warpgroup's wgmma */
 #define OPSI_SDPA_SPLIT_WGMMA(DP, BM) ((BM) == 64 && (DP) == 128)
+/* Rows of a TMA box of K / V for the _d128_m64 kernel on sm_90a (0: cp.async): a tile's 64 rows
+ * in one box where the cache is contiguous; paged, the largest power of two <= 64 that divides
+ * the page size, so that no box crosses a page, taken where it is a multiple of 8 (a box starts
+ * on a swizzle atom's first row, and warp 0's lanes issue at most 8 a tile). */
+static inline int32_t opsi_sdpa_split_tma_box(int dp, int bm, int32_t sm, int64_t page_size) {
+  if (!OPSI_SDPA_SPLIT_WGMMA(dp, bm) || sm < 90) return 0;
+  if (page_size <= 0) return 64;
+  const int64_t low = page_size & -page_size;
+  return low >= 64 ? 64 : low >= 8 ? (int32_t)low : 0;
+}
 /* dynamic shared memory of a block, bytes */
 #define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES)                                                          \
   (((OPSI_SDPA_SPLIT_Q_IN_RING(DP, BM) ? 0 : (BM)) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 2 * (BN) * 8 + \

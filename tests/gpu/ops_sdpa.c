@@ -404,14 +404,31 @@ void sdpa_split_merge(void **state) {
 
 /* Attention over a KV cache: decode and short query blocks (Sq 1 to 16, dense or varlen)
  * against kv_lens keys of a dense [B, capacity, Hkv, D] cache or of a paged pool (pages of 16
- * to 256 keys in random order with unused pages between them, partial last pages, table
- * entries past a sequence's pages set to ids that do not exist); GQA 1 / 4 / 8 / 16, causal,
- * windows, LSE. long_kv > 0: one sequence of that many keys (many key tiles a part). */
+ * to 256 keys, and of 24, 40 and 20, in random order with unused pages between them, partial
+ * last pages, table entries past a sequence's pages set to ids that do not exist); the slots
+ * past a sequence's keys hold NaN, which must not reach its output; GQA 1 / 4 / 8 / 16,
+ * causal, windows, LSE. long_kv > 0: one sequence of that many keys (many key tiles a part). */
+/* NaN in rows [from, to) of axis 1 of k and v (a cache's slots that hold no key), at index b of
+ * axis 0 (a sequence, or a page). */
+static void poison_rows(opst_tensor *k, opst_tensor *v, int64_t b, int64_t from, int64_t to) {
+  opst_tensor *kv[2] = {k, v};
+  for (int t = 0; t < 2; ++t) {
+    const int64_t *sh = kv[t]->t.shape;
+    for (int64_t j = from; j < to; ++j)
+      for (int64_t h = 0; h < sh[2]; ++h)
+        for (int64_t x = 0; x < sh[3]; ++x) {
+          const int64_t idx[4] = {b, j, h, x};
+          opst_set(kv[t], idx, NAN);
+        }
+  }
+}
+
 static void sdpa_cache_case(int iter, int64_t long_kv) {
   opst_rng *r = &g_rng;
   const int cls = iter % 3, j = iter / 3;
   static const int64_t kD[3][3] = {{64, 40, 56}, {128, 96, 80}, {256, 192, 136}};
-  static const int64_t kGroup[4] = {1, 4, 8, 16}, kSq[5] = {1, 2, 4, 7, 16}, kPage[5] = {16, 32, 64, 128, 256};
+  static const int64_t kGroup[4] = {1, 4, 8, 16}, kSq[5] = {1, 2, 4, 7, 16};
+  static const int64_t kPage[8] = {16, 32, 64, 128, 256, 24, 40, 20}; /* 20: the cp.async path (not 8 | page) */
   const int32_t dt = j % 2 == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
   const int64_t d = kD[cls][opst_int(r, 0, 2)], dv = j % 4 == 3 ? kD[cls][opst_int(r, 0, 2)] : d;
   const int paged = j % 3 != 2, varlen = j % 4 == 1, with_lse = j % 3 != 1;
@@ -419,7 +436,7 @@ static void sdpa_cache_case(int iter, int64_t long_kv) {
                                       strides runs on the CPU only) */
   const int64_t group = kGroup[opst_int(r, 0, 3)], hkv = long_kv > 0 ? 1 : opst_int(r, 1, 2), hq = hkv * group;
   const int64_t sq = long_kv > 0 ? 1 : kSq[opst_int(r, 0, 4)], batch = long_kv > 0 ? 1 : opst_int(r, 1, 4);
-  const int64_t ps = paged ? kPage[opst_int(r, 0, 4)] : 0;
+  const int64_t ps = paged ? kPage[opst_int(r, 0, 7)] : 0;
   gcall c;
   memset(&c, 0, sizeof c);
   c.op = OPS_OP_SDPA;
@@ -451,6 +468,7 @@ static void sdpa_cache_case(int iter, int64_t long_kv) {
     const int64_t ks[4] = {batch, cap, hkv, d}, vs[4] = {batch, cap, hkv, dv};
     alloc_seq(&tk, dt, 4, ks, layout);
     alloc_seq(&tv, dt, 4, vs, layout);
+    for (int64_t b = 0; b < batch; ++b) poison_rows(&tk, &tv, b, lens[b], cap);
   }
   if (varlen) {
     const int64_t qs[3] = {tot_q, hq, d}, os[3] = {tot_q, hq, dv};
@@ -492,6 +510,7 @@ static void sdpa_cache_case(int iter, int64_t long_kv) {
       for (int64_t pg = 0; pg < cap_pages; ++pg) {
         const int used = pg * ps < lens[b];
         opst_set_flat(&tbt, b * cap_pages + pg, used ? (double)perm[next++] : (double)(pages + 1000 + pg));
+        if (used && (pg + 1) * ps > lens[b]) poison_rows(&tk, &tv, perm[next - 1], lens[b] - pg * ps, ps);
       }
     }
     free(perm);

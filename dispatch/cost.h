@@ -6,10 +6,11 @@
  *   padding: tiled extents rounded up to whole tiles, over the real extents;
  *   time, where the device has a calibration entry for the row (capabilities/calibration.h,
  *   measured by bench/sweep.py and fitted by tools/calibrate.py):
- *            launch + waves x wave_us + max(bytes / gbps, flops x padding x quantization / tflops)
+ *            launch + waves x wave_us + max(bytes x stream / gbps, flops x padding x quantization / tflops)
  *   and otherwise, from the row's efficiency against the machine's peaks (machines.c):
- *            launch + max(bytes x bytes_factor / bandwidth, flops / unit rate x padding) x quantization
- *   where quantization = waves x slots / blocks (a partial last wave costs a whole one).
+ *            launch + max(bytes x bytes_factor x stream / bandwidth, flops / unit rate x padding) x quantization
+ *   where quantization = waves x slots / blocks (a partial last wave costs a whole one), and
+ *   stream the row's own factor for a load path its calibration did not measure (rows.h).
  */
 #ifndef OPSLIB_DISPATCH_COST_H_
 #define OPSLIB_DISPATCH_COST_H_
@@ -23,6 +24,7 @@
 typedef struct opsi_cost {
   double bytes, flops;    /* the op's minimal work */
   double mem_us, math_us; /* at the row's efficiency, before quantization */
+  double stream_factor;   /* the row's load path against its fitted rate (rows.h), in mem_us */
   double blocks;          /* the launch's blocks (1 for a row without tiling) */
   double waves;           /* ceil(blocks / resident slots) */
   double wave_factor;     /* waves x slots / blocks, >= 1 */

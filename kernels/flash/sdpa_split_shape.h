@@ -64,6 +64,14 @@ static inline int32_t opsi_sdpa_split_tma_box(int dp, int bm, int32_t sm, int64_
   const int64_t low = page_size & -page_size;
   return low >= 64 ? 64 : low >= 8 ? (int32_t)low : 0;
 }
+/* The cost of a paged call's smaller boxes (the cost model's stream factor of the row): each box
+ * a tile's 64-column half takes beyond one slows the TMA kernel's stream by this fraction (fitted
+ * on the H100 from pages of 16 against 64: bench/RESULTS.md). */
+#define OPSI_SDPA_SPLIT_TMA_BOX_COST 0.047
+static inline double opsi_sdpa_split_stream_factor(int dp, int bm, int32_t sm, int64_t page_size) {
+  const int32_t box = opsi_sdpa_split_tma_box(dp, bm, sm, page_size);
+  return box > 0 && box < 64 ? 1.0 + OPSI_SDPA_SPLIT_TMA_BOX_COST * (double)(64 / box - 1) : 1.0;
+}
 /* dynamic shared memory of a block, bytes */
 #define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES)                                                          \
   (((OPSI_SDPA_SPLIT_Q_IN_RING(DP, BM) ? 0 : (BM)) + 2 * (STAGES) * (BN)) * (DP) * 2 + 2 * 2 * (BN) * 8 + \

@@ -174,6 +174,41 @@ static void decode_against_a_paged_cache(void **state) {
   }
 }
 
+/* Paged decode on sm_90 with pages under 64 keys: the TMA kernel (_d128_m64) loads a box a page
+ * run and a 64-column half, and its stream slows with the boxes (the row's stream factor, which
+ * explain prints). B64 kv4k Sq 1 (GQA 32:8, d128): pages of 16 go to _m16, pages of 64 and the
+ * dense cache to _m64 (H100, bench/RESULTS.md: 435.5 against 401.1 us with pages of 16; 381.4
+ * against 395.0 with 64; dense 374.4 against 382.7). */
+static void small_pages_slow_the_tma_kernel(void **state) {
+  (void)state;
+  static const int64_t pages[3] = {0, 16, 64};
+  static const char *const want[3] = {"cuda_sdpa_split_d128_m64", "cuda_sdpa_split_d128_m16",
+                                      "cuda_sdpa_split_d128_m64"};
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  ops_explain e;
+  e.struct_size = sizeof e;
+  for (int i = 0; i < 3; ++i) {
+    ops_handle v = opst_virtual_handle(90);
+    const ops_device dev = ops_device_cuda(0);
+    const int64_t pg = pages[i], qs[4] = {64, 1, 32, 128}, ls[1] = {64}, ts[2] = {64, pg > 0 ? 4096 / pg : 1};
+    const int64_t ks[4] = {pg > 0 ? 64 * 4096 / pg : 64, pg > 0 ? pg : 4096, 8, 128};
+    ops_tensor q = desc(OPS_DTYPE_BF16, dev, 4, qs), k = desc(OPS_DTYPE_BF16, dev, 4, ks);
+    ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls), table = desc(OPS_DTYPE_I32, dev, 2, ts);
+    p.kv_lens = &lens, p.block_table = pg > 0 ? &table : NULL;
+    OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
+    assert_string_equal(chosen_name(&e), want[i]);
+    const char *m64 = verdict_of(&e, "cuda_sdpa_split_d128_m64")->message;
+    if (pg == 16) {
+      assert_non_null(strstr(m64, "stream x1.14"));
+    } else {
+      assert_null(strstr(m64, "stream x"));
+    }
+    assert_null(strstr(verdict_of(&e, "cuda_sdpa_split_d128_m16")->message, "stream x"));
+    ops_handle_destroy(v);
+  }
+}
+
 /* Short decode (a dense cache, GQA 32:8, d128): on sm_90 a cluster a row tile merges the parts
  * in the one launch, no workspace, where the grid fits the blocks that GPC-bound clusters can
  * have resident (0.9 of 132 x 3 slots): B1 kv1k, the wave's 8 parts (64 blocks). Elsewhere the
@@ -732,6 +767,7 @@ int main(void) {
       cmocka_unit_test(d64_rows_by_the_tiles_work),
       cmocka_unit_test(deterministic_rows_never_undercut_their_twins),
       cmocka_unit_test(decode_against_a_paged_cache),
+      cmocka_unit_test(small_pages_slow_the_tma_kernel),
       cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),
       cmocka_unit_test(prefill_goes_to_prefill_kernels),

@@ -44,6 +44,8 @@
 # Session 37 (2026-11-27): ops 289-304 s, beside others (242 s) or beside memcheck of
 # sdpa_backward* (46 s) then racecheck of sdpa_backward (73 s); racecheck of
 # sdpa_backward_is_reproducible alone 467 s (it fits one call by itself, nothing beside it).
+# Session 38 (2026-11-27): ops 312-330 s beside memcheck of sdpa (22 s) or of sdpa_kv_cache
+# (10 s) then racecheck of sdpa_kv_cache (133 s) and sdpa_split_merge (37 s).
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

@@ -117,20 +117,12 @@ template <typename C, int CL> ops_status run_sm90(const opsi_launch *ctx, const 
   return opsi::launch_status(ctx, e);
 }
 
-/* The map of a split-KV kernel's K or V (sdpa_split.cuh's tma_kv): a [B, S, H, D] view as (d, s,
- * h, b), its batch axis 1 where it has no batch stride (varlen); a paged pool [pages, page_size,
- * H, D] as (d, row in page, h, page); boxes of 64 columns x `rows`. */
-ops_status encode_split_kv(const opsi_launch *ctx, CUtensorMap *map, const ops_tensor &t, int rows,
-                           const char *what) {
-  const int64_t dims[4] = {t.shape[3], t.shape[1], t.shape[2], t.strides[0] == 0 ? 1 : t.shape[0]};
-  const int64_t strides[3] = {t.strides[1], t.strides[2], t.strides[0]};
-  const uint32_t box[4] = {64, (uint32_t)rows, 1, 1};
-  return opsi::map_status(ctx, opsi::encode_map_16bit(map, t.data, t.dtype, 4, dims, strides, box), what);
-}
-
 /* Split-KV: the part count from the call's shape and the device (sdpa_split_shape.h, as the
  * row's workspace and plan take it); the workspace holds the parts when there are several.
- * K and V by TMA where the kernel's code for sm_90a takes them so (opsi_sdpa_split_tma_box). */
+ * K and V by TMA where the kernel's code for sm_90a takes them so (opsi_sdpa_split_tma_box): maps
+ * by encode_operand, a view without a batch stride (varlen) as one batch, which the kernel reads
+ * at batch 0 (sdpa_split.cuh's tma_kv); a paged pool [pages, page_size, H, D] as (d, row in page,
+ * h, page). */
 template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const opsi_sdpa_args *a) {
   using C = opsi::split::cfg<__half, DP, BM>;
   const opsi::sdpa_geom &g = a->geom;
@@ -154,12 +146,12 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   }
   CUtensorMap mk, mv;
   memset(&mk, 0, sizeof mk), memset(&mv, 0, sizeof mv);
-  bool kv_empty = false; /* no keys at all (a map takes no extent of 0): nothing for TMA to load */
-  for (int i = 0; i < 4; ++i) kv_empty = kv_empty || a->k.shape[i] == 0 || a->v.shape[i] == 0;
+  /* no keys at all: nothing for TMA to load (and a map takes no extent of 0) */
+  const bool kv_empty = ops_tensor_numel(&a->k) == 0 || ops_tensor_numel(&a->v) == 0;
   const int32_t box = kv_empty ? 0 : opsi_sdpa_split_tma_box(DP, BM, ctx->sm, a->paged ? a->page_size : 0);
   if (box > 0) {
-    ops_status st = encode_split_kv(ctx, &mk, a->k, box, "the tensor map of k");
-    if (st == OPS_OK) st = encode_split_kv(ctx, &mv, a->v, box, "the tensor map of v");
+    ops_status st = encode_operand(ctx, &mk, a->k, a->k.strides[0] == 0, box, "the tensor map of k");
+    if (st == OPS_OK) st = encode_operand(ctx, &mv, a->v, a->v.strides[0] == 0, box, "the tensor map of v");
     if (st != OPS_OK) return st;
   }
   cudaStream_t stream = (cudaStream_t)ctx->stream;

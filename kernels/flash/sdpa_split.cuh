@@ -427,12 +427,12 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     if (tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       if constexpr (WG) {
-        const int n = t - ta;
+        const sm90::ring_pos<STAGES> at{t - ta};
         if (t == ta) cp_wait<0>(); /* Q */
-        sm90::mbar_wait(&bars[2 * (n % STAGES)], (uint32_t)((n / STAGES) & 1)); /* K */
+        sm90::mbar_wait(&bars[2 * at.stage()], at.full_parity()); /* K */
         if (t * BN + BN > s.sk) { /* V now, to zero its rows past the sequence */
-          sm90::mbar_wait(&bars[2 * (n % STAGES) + 1], (uint32_t)((n / STAGES) & 1));
-          zero_v_rows<T, DP, BN, THREADS>(ring + (n % STAGES) * 2 * BN * DP + BN * DP, max(s.sk - t * BN, 0));
+          sm90::mbar_wait(&bars[2 * at.stage() + 1], at.full_parity());
+          zero_v_rows<T, DP, BN, THREADS>(ring + at.stage() * 2 * BN * DP + BN * DP, max(s.sk - t * BN, 0));
         }
       }
 #endif
@@ -514,7 +514,8 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (WG) {
-      if (tma) sm90::mbar_wait(&bars[2 * ((t - ta) % STAGES) + 1], (uint32_t)(((t - ta) / STAGES) & 1)); /* V */
+      const sm90::ring_pos<STAGES> at{t - ta};
+      if (tma) sm90::mbar_wait(&bars[2 * at.stage() + 1], at.full_parity()); /* V */
       wg_pv<T, DP, BN>(o, sc, vb);
     }
 #endif

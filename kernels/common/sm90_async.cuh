@@ -151,6 +151,13 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
+/* The same barrier with a relaxed arrival (no fence: a release waits for the block's global
+ * stores to complete): for a cluster's last barrier, which only keeps each block's shared memory
+ * until the others have read it, where every value a thread loaded from another block feeds a
+ * store it issues before arriving (so the load has completed). */
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;" ::: "memory");
+}
 /* A float4 / a float at `p`'s offset in the shared memory of cluster block `rank`. */
 __device__ __forceinline__ float4 ld_cluster_f4(const void *p, uint32_t rank) {
   float4 v;

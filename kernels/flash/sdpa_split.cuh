@@ -162,6 +162,20 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   const int c = (threadIdx.x % PER_ROW) * 8;
   const int kbytes = valid_bytes(c, g.d, sizeof(T)), vbytes = valid_bytes(c, g.dv, sizeof(T));
   const T *kp = static_cast<const T *>(g.k.p), *vp = static_cast<const T *>(g.v.p);
+  if (g.pages == nullptr) { /* contiguous: the thread's rows ROWS_PASS rows apart from its first */
+    const int r0 = threadIdx.x / PER_ROW;
+    const int64_t jr = s.k0 + j0 + r0;
+    const T *kr = kp + b * g.k.sb + jr * g.k.ss + hk * g.k.sh + c, *vr = vp + b * g.v.sb + jr * g.v.ss + hk * g.v.sh + c;
+    const int64_t kstep = ROWS_PASS * g.k.ss, vstep = ROWS_PASS * g.v.ss;
+#pragma unroll
+    for (int e = 0; e < PASSES; ++e) {
+      const int r = r0 + e * ROWS_PASS;
+      const bool ok = j0 + r < j_end;
+      cp_async16(kb + tile_at<DP, WG>(r, c, BN), ok && kbytes > 0 ? kr + e * kstep : kp, ok ? kbytes : 0);
+      cp_async16(vb + tile_at<DP, WG>(r, c, BN), ok && vbytes > 0 ? vr + e * vstep : vp, ok ? vbytes : 0);
+    }
+    return;
+  }
 #pragma unroll
   for (int e = 0; e < PASSES; ++e) {
     const int r = threadIdx.x / PER_ROW + e * ROWS_PASS, j = j0 + r;
@@ -263,11 +277,14 @@ __device__ __forceinline__ void cluster_merge(const sdpa_geom &g, const sdpa_seq
       *reinterpret_cast<uint2 *>(dst) =
           make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
     } else {
-      for (int e = 0; e < g.dv - c; ++e) dst[e] = from_f<T>(acc[e] * inv);
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) { /* unrolled: acc stays in registers */
+        if (e < g.dv - c) dst[e] = from_f<T>(acc[e] * inv);
+      }
     }
     if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
   }
-  cluster_sync();
+  cluster_sync_relaxed(); /* every value read above went into the stores above */
 }
 #endif
 
@@ -574,7 +591,10 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
         const uint2 v = make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
         *reinterpret_cast<uint2 *>(dst) = v;
       } else {
-        for (int e = 0; e < g.dv - c; ++e) dst[e] = from_f<T>(acc[e] * inv);
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) { /* unrolled: acc stays in registers */
+          if (e < g.dv - c) dst[e] = from_f<T>(acc[e] * inv);
+        }
       }
       if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = lse;
     } else if (clustered) { /* in place: only this thread reads these four columns of row r */
@@ -650,7 +670,10 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
       *reinterpret_cast<uint2 *>(dst + c) =
           make_uint2(pack2<T>(r[0] * inv, r[1] * inv), pack2<T>(r[2] * inv, r[3] * inv));
     } else {
-      for (int e = 0; e < g.dv - c; ++e) dst[c + e] = from_f<T>(r[e] * inv);
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) { /* unrolled: r stays in registers */
+        if (e < g.dv - c) dst[c + e] = from_f<T>(r[e] * inv);
+      }
     }
   }
   if (threadIdx.x == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + i * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;

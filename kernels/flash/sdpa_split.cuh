@@ -101,12 +101,17 @@ template <int DP, bool WG> __device__ __forceinline__ int tile_at(int r, int c, 
   else return fa2::swz<DP>(r, c);
 }
 
-/* The pool page that holds key row j of sequence b (paged calls), or -1 for a page id outside
- * the pool. */
-__device__ __forceinline__ int32_t key_page(const sdpa_geom &g, int b, int j) {
-  const int32_t page = g.pages[b * g.pg_sb + (int64_t)(j / g.page_size) * g.pg_sp];
+/* The block table's entry for key row j of sequence b (paged calls), unchecked: an entry read
+ * a trip ahead is checked (in_pool) where it is used, so that nothing waits for the load before. */
+__device__ __forceinline__ int32_t table_page(const sdpa_geom &g, int b, int j) {
+  return g.pages[b * g.pg_sb + (int64_t)(j / g.page_size) * g.pg_sp];
+}
+/* A table entry, or -1 where it names no page of the pool. */
+__device__ __forceinline__ int32_t in_pool(const sdpa_geom &g, int32_t page) {
   return page >= 0 && page < g.num_pages ? page : -1;
 }
+/* The pool page that holds key row j of sequence b, or -1 for a page id outside the pool. */
+__device__ __forceinline__ int32_t key_page(const sdpa_geom &g, int b, int j) { return in_pool(g, table_page(g, b, j)); }
 
 /* The element offsets of key rows [j0, j0 + bn) in a paged call's pools, formed a trip ahead:
  * `read` takes a row's page id from the table (a thread a row, threads < bn), `put` writes the
@@ -117,13 +122,14 @@ struct paged_rows {
   int32_t page = -1;
   __device__ __forceinline__ void read(const sdpa_geom &g, int b, int j0, int j_end, int bn) {
     const int j = j0 + (int)threadIdx.x;
-    page = g.pages != nullptr && (int)threadIdx.x < bn && j < j_end ? key_page(g, b, j) : -1;
+    page = g.pages != nullptr && (int)threadIdx.x < bn && j < j_end ? table_page(g, b, j) : -1;
   }
   __device__ __forceinline__ void put(const sdpa_geom &g, int j0, int64_t *rows, int bn) const {
     if (g.pages == nullptr || (int)threadIdx.x >= bn) return;
     const int64_t r = (j0 + (int)threadIdx.x) % g.page_size;
-    rows[threadIdx.x] = page < 0 ? -1 : page * g.k.sb + r * g.k.ss;
-    rows[bn + threadIdx.x] = page < 0 ? -1 : page * g.v.sb + r * g.v.ss;
+    const int32_t p = in_pool(g, page);
+    rows[threadIdx.x] = p < 0 ? -1 : p * g.k.sb + r * g.k.ss;
+    rows[bn + threadIdx.x] = p < 0 ? -1 : p * g.v.sb + r * g.v.ss;
   }
 };
 
@@ -186,10 +192,10 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   }
 }
 
-/* The page id of key row j where a TMA box of it starts (paged calls; -1: past the sequence, or
- * a page outside the pool). */
+/* The table entry of key row j where a TMA box of it starts (paged calls; -1: past the
+ * sequence), unchecked (tma_kv checks it). */
 __device__ __forceinline__ int32_t box_page(const sdpa_geom &g, int b, const sdpa_seq &s, int j) {
-  return g.pages != nullptr && j < s.sk ? key_page(g, b, j) : -1;
+  return g.pages != nullptr && j < s.sk ? table_page(g, b, j) : -1;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -200,8 +206,8 @@ __device__ __forceinline__ int32_t box_page(const sdpa_geom &g, int b, const sdp
  * (tile_at; box is a multiple of 8 rows, so each box starts on an atom's row 0). Contiguous
  * views: one box of BN rows at (column, k0 + j0, hk, batch), the batch coordinate 0 where the
  * view has no batch stride (varlen). Paged: a box a run of `box` rows inside one page, at
- * (column, row in page, hk, page), `page` the lane's box_page (read a trip ahead); -1 goes past
- * the pool's last page. TMA reads zeros past a tensor or pool; rows past the sequence inside
+ * (column, row in page, hk, page), `page` the lane's box_page (read a trip ahead, checked here); -1
+ * or a page outside the pool goes past the pool's last page. TMA reads zeros past a tensor or pool; rows past the sequence inside
  * it are masked (K) and zeroed by the kernel (V). */
 template <typename T, int DP, int BN>
 __device__ __forceinline__ void tma_kv(T *kb, T *vb, const CUtensorMap *tk, const CUtensorMap *tv, uint64_t *bar,
@@ -220,7 +226,8 @@ __device__ __forceinline__ void tma_kv(T *kb, T *vb, const CUtensorMap *tk, cons
   if (g.pages == nullptr) {
     row = (int32_t)(s.k0 + j0), kb3 = g.k.sb == 0 ? 0 : b, vb3 = g.v.sb == 0 ? 0 : b;
   } else {
-    row = (j0 + r) % g.page_size, kb3 = vb3 = page < 0 ? (int32_t)g.num_pages : page;
+    const int32_t p = in_pool(g, page);
+    row = (j0 + r) % g.page_size, kb3 = vb3 = p < 0 ? (int32_t)g.num_pages : p;
   }
 #pragma unroll
   for (int h = 0; h < DP / 64; ++h) {

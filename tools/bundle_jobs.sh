@@ -46,6 +46,9 @@
 # sdpa_backward_is_reproducible alone 467 s (it fits one call by itself, nothing beside it).
 # Session 38 (2026-11-27): ops 312-330 s beside memcheck of sdpa (22 s) or of sdpa_kv_cache
 # (10 s) then racecheck of sdpa_kv_cache (133 s) and sdpa_split_merge (37 s).
+# Session 39 (2026-11-27): ops 269-271 s beside memcheck of sdpa_split_merge (1-2 s) then of
+# sdpa_kv_cache (15-18 s), and racecheck of sdpa_split_merge (32-33 s) then of sdpa_kv_cache
+# (104-110 s): the five jobs fit one call of 280 s.
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

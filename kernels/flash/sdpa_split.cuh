@@ -111,7 +111,9 @@ __device__ __forceinline__ int32_t in_pool(const sdpa_geom &g, int32_t page) {
   return page >= 0 && page < g.num_pages ? page : -1;
 }
 /* The pool page that holds key row j of sequence b, or -1 for a page id outside the pool. */
-__device__ __forceinline__ int32_t key_page(const sdpa_geom &g, int b, int j) { return in_pool(g, table_page(g, b, j)); }
+__device__ __forceinline__ int32_t key_page(const sdpa_geom &g, int b, int j) {
+  return in_pool(g, table_page(g, b, j));
+}
 
 /* The element offsets of key rows [j0, j0 + bn) in a paged call's pools, formed a trip ahead:
  * `read` takes a row's page id from the table (a thread a row, threads < bn), `put` writes the
@@ -171,7 +173,8 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   if (g.pages == nullptr) { /* contiguous: the thread's rows ROWS_PASS rows apart from its first */
     const int r0 = threadIdx.x / PER_ROW;
     const int64_t jr = s.k0 + j0 + r0;
-    const T *kr = kp + b * g.k.sb + jr * g.k.ss + hk * g.k.sh + c, *vr = vp + b * g.v.sb + jr * g.v.ss + hk * g.v.sh + c;
+    const T *kr = kp + b * g.k.sb + jr * g.k.ss + hk * g.k.sh + c;
+    const T *vr = vp + b * g.v.sb + jr * g.v.ss + hk * g.v.sh + c;
     const int64_t kstep = ROWS_PASS * g.k.ss, vstep = ROWS_PASS * g.v.ss;
 #pragma unroll
     for (int e = 0; e < PASSES; ++e) {
@@ -206,9 +209,9 @@ __device__ __forceinline__ int32_t box_page(const sdpa_geom &g, int b, const sdp
  * (tile_at; box is a multiple of 8 rows, so each box starts on an atom's row 0). Contiguous
  * views: one box of BN rows at (column, k0 + j0, hk, batch), the batch coordinate 0 where the
  * view has no batch stride (varlen). Paged: a box a run of `box` rows inside one page, at
- * (column, row in page, hk, page), `page` the lane's box_page (read a trip ahead, checked here); -1
- * or a page outside the pool goes past the pool's last page. TMA reads zeros past a tensor or pool; rows past the sequence inside
- * it are masked (K) and zeroed by the kernel (V). */
+ * (column, row in page, hk, page), `page` the lane's box_page (read a trip ahead, checked
+ * here): -1 or a page outside the pool goes past the pool's last page. TMA reads zeros past a
+ * tensor or pool; rows past the sequence inside it are masked (K) and zeroed by the kernel (V). */
 template <typename T, int DP, int BN>
 __device__ __forceinline__ void tma_kv(T *kb, T *vb, const CUtensorMap *tk, const CUtensorMap *tv, uint64_t *bar,
                                        const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0, int box,
@@ -284,7 +287,7 @@ __device__ __forceinline__ void cluster_merge(const sdpa_geom &g, const sdpa_seq
       *reinterpret_cast<uint2 *>(dst) =
           make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
     } else {
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < 4; ++e) { /* unrolled: acc stays in registers */
         if (e < g.dv - c) dst[e] = from_f<T>(acc[e] * inv);
       }
@@ -598,7 +601,7 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
         const uint2 v = make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
         *reinterpret_cast<uint2 *>(dst) = v;
       } else {
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < 4; ++e) { /* unrolled: acc stays in registers */
           if (e < g.dv - c) dst[e] = from_f<T>(acc[e] * inv);
         }
@@ -677,7 +680,7 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
       *reinterpret_cast<uint2 *>(dst + c) =
           make_uint2(pack2<T>(r[0] * inv, r[1] * inv), pack2<T>(r[2] * inv, r[3] * inv));
     } else {
-      #pragma unroll
+#pragma unroll
       for (int e = 0; e < 4; ++e) { /* unrolled: r stays in registers */
         if (e < g.dv - c) dst[c + e] = from_f<T>(r[e] * inv);
       }

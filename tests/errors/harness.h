@@ -73,6 +73,12 @@ const ops_tensor *errs_ptr(errs_fixture *f, const char *name);
 /* The operand named `name` (fails the test if absent). */
 errs_arg *errs_find(errs_fixture *f, const char *name);
 
+/* Makes operand `a` a dense view (row-major strides) whose first element is the lowest-addressed
+ * element of operand `b`'s view (fails the test unless a's bytes fit in b's span): the two then
+ * share an element, and no other operand's memory, whatever layouts the random allocation gave
+ * them (negative strides included). */
+void errs_dense_over(errs_fixture *f, const char *a, const char *b);
+
 void errs_free(errs_fixture *f);
 
 /* A fixture builder: fills a valid call. `variant` lets one builder make several ops. */

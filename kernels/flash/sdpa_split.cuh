@@ -115,6 +115,22 @@ __device__ __forceinline__ int32_t key_page(const sdpa_geom &g, int b, int j) {
   return in_pool(g, table_page(g, b, j));
 }
 
+/* Four output columns x[0..3] * scale at dst, as one 8-byte store where all four lie inside the
+ * head dim (`left` columns from dst on), else the ones that do one by one (unrolled, so that x
+ * stays in registers). */
+template <typename T>
+__device__ __forceinline__ void store4(T *dst, const float (&x)[4], float scale, int left) {
+  if (left >= 4) {
+    *reinterpret_cast<uint2 *>(dst) =
+        make_uint2(pack2<T>(x[0] * scale, x[1] * scale), pack2<T>(x[2] * scale, x[3] * scale));
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (e < left) dst[e] = from_f<T>(x[e] * scale);
+  }
+}
+
 /* The element offsets of key rows [j0, j0 + bn) in a paged call's pools, formed a trip ahead:
  * `read` takes a row's page id from the table (a thread a row, threads < bn), `put` writes the
  * row's K and V offsets (-1: a page outside the pool, or no row) into `rows` (bn K offsets,
@@ -135,17 +151,12 @@ struct paged_rows {
   }
 };
 
-/* Element offsets of key row j (KV head hk) of sequence b in the K and V views: by the row when
- * contiguous; when paged, from `rows` (the tile's row offsets, paged_rows) or through the
- * table when `rows` is null. False for a page outside the pool. */
+/* Element offsets of key row j (KV head hk) of sequence b in a paged call's K and V pools: from
+ * `rows` (the tile's row offsets, paged_rows) or through the table when `rows` is null. False
+ * for a page outside the pool. */
 template <int BN>
-__device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j, int r,
-                                         const int64_t *rows, int64_t *ko, int64_t *vo) {
-  if (g.pages == nullptr) {
-    *ko = b * g.k.sb + (s.k0 + j) * g.k.ss + hk * g.k.sh;
-    *vo = b * g.v.sb + (s.k0 + j) * g.v.ss + hk * g.v.sh;
-    return true;
-  }
+__device__ __forceinline__ bool key_rows(const sdpa_geom &g, int b, int hk, int j, int r, const int64_t *rows,
+                                         int64_t *ko, int64_t *vo) {
   if (rows != nullptr) {
     const int64_t kr = rows[r], vr = rows[BN + r];
     *ko = kr + hk * g.k.sh, *vo = vr + hk * g.v.sh;
@@ -189,7 +200,7 @@ __device__ __forceinline__ void load_kv(T *kb, T *vb, const sdpa_geom &g, int b,
   for (int e = 0; e < PASSES; ++e) {
     const int r = threadIdx.x / PER_ROW + e * ROWS_PASS, j = j0 + r;
     int64_t ko = 0, vo = 0;
-    const bool ok = j < j_end && key_rows<BN>(g, b, s, hk, j, r, rows, &ko, &vo);
+    const bool ok = j < j_end && key_rows<BN>(g, b, hk, j, r, rows, &ko, &vo);
     cp_async16(kb + tile_at<DP, WG>(r, c, BN), ok && kbytes > 0 ? kp + ko + c : kp, ok ? kbytes : 0);
     cp_async16(vb + tile_at<DP, WG>(r, c, BN), ok && vbytes > 0 ? vp + vo + c : vp, ok ? vbytes : 0);
   }
@@ -282,16 +293,7 @@ __device__ __forceinline__ void cluster_merge(const sdpa_geom &g, const sdpa_seq
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     const int64_t pr = row0 + r, i = pr / g.group, h = hk * g.group + pr % g.group;
-    T *dst = op + b * g.o.sb + (s.q0 + i) * g.o.ss + h * g.o.sh + c;
-    if (c + 4 <= g.dv) {
-      *reinterpret_cast<uint2 *>(dst) =
-          make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) { /* unrolled: acc stays in registers */
-        if (e < g.dv - c) dst[e] = from_f<T>(acc[e] * inv);
-      }
-    }
+    store4<T>(op + b * g.o.sb + (s.q0 + i) * g.o.ss + h * g.o.sh + c, acc, inv, g.dv - c);
     if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
   }
   cluster_sync_relaxed(); /* every value read above went into the stores above */
@@ -596,16 +598,7 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     const float lse = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
     const int64_t i = pr / group, h = hk * group + pr % group;
     if (splits == 1) {
-      T *dst = op + b * g.o.sb + (s.q0 + i) * g.o.ss + h * g.o.sh + c;
-      if (c + 4 <= g.dv) {
-        const uint2 v = make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
-        *reinterpret_cast<uint2 *>(dst) = v;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) { /* unrolled: acc stays in registers */
-          if (e < g.dv - c) dst[e] = from_f<T>(acc[e] * inv);
-        }
-      }
+      store4<T>(op + b * g.o.sb + (s.q0 + i) * g.o.ss + h * g.o.sh + c, acc, inv, g.dv - c);
       if (c == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + (s.q0 + i) * g.ls] = lse;
     } else if (clustered) { /* in place: only this thread reads these four columns of row r */
       *reinterpret_cast<float4 *>(&red[r * C::PITCH + c]) =
@@ -675,16 +668,7 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
       const float4 x = part[w][q];
       r[0] += x.x, r[1] += x.y, r[2] += x.z, r[3] += x.w;
     }
-    const int c = q * 4;
-    if (c + 4 <= g.dv) {
-      *reinterpret_cast<uint2 *>(dst + c) =
-          make_uint2(pack2<T>(r[0] * inv, r[1] * inv), pack2<T>(r[2] * inv, r[3] * inv));
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) { /* unrolled: r stays in registers */
-        if (e < g.dv - c) dst[c + e] = from_f<T>(r[e] * inv);
-      }
-    }
+    store4<T>(dst + q * 4, r, inv, g.dv - q * 4);
   }
   if (threadIdx.x == 0 && g.lse != nullptr) g.lse[b * g.lb + h * g.lh + i * g.ls] = l > 0.0f ? m + logf(l) : -INFINITY;
 }

@@ -25,19 +25,14 @@ ops_tensor *errs_add(errs_fixture *f, opst_rng *r, const char *name, int flags, 
 void errs_dense_over(errs_fixture *f, const char *a, const char *b) {
   ops_tensor *ta = &errs_find(f, a)->t.t;
   const ops_tensor *tb = &errs_find(f, b)->t.t;
-  int64_t lo = 0, hi = 0; /* b's reach below and above its data, in elements */
-  for (int i = 0; i < tb->ndim; ++i) {
-    const int64_t reach = (tb->shape[i] - 1) * tb->strides[i];
-    if (reach < 0) lo += reach; else hi += reach;
-  }
+  int64_t lo, hi; /* b's reach below and above its data, in elements */
+  opst_span(tb->ndim, tb->shape, tb->strides, &lo, &hi);
   const size_t eb = ops_dtype_size((ops_dtype)tb->dtype), ea = ops_dtype_size((ops_dtype)ta->dtype);
   assert_true((size_t)ops_tensor_numel(ta) * ea <= (size_t)(hi - lo + 1) * eb);
-  int64_t stride = 1;
-  for (int i = ta->ndim - 1; i >= 0; --i) {
-    ta->strides[i] = stride;
-    stride *= ta->shape[i];
-  }
-  ta->data = (unsigned char *)tb->data + lo * (int64_t)eb;
+  int64_t shape[OPS_MAX_DIMS]; /* ops_tensor_init rewrites ta */
+  memcpy(shape, ta->shape, sizeof shape);
+  assert_int_equal(ops_tensor_init(ta, (unsigned char *)tb->data + lo * (int64_t)eb, (ops_dtype)ta->dtype,
+                                   ta->device, ta->ndim, shape, NULL), OPS_OK);
 }
 
 static const char *g_null_target; /* the operand the NULL-descriptor fault removes */

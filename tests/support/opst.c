@@ -178,6 +178,14 @@ static void poison_pattern(int32_t dtype, unsigned char *pat, size_t *len) {
   }
 }
 
+void opst_span(int ndim, const int64_t *shape, const int64_t *strides, int64_t *lo, int64_t *hi) {
+  *lo = 0, *hi = 0;
+  for (int i = 0; i < ndim; ++i) {
+    const int64_t reach = (shape[i] > 0 ? shape[i] - 1 : 0) * strides[i];
+    if (reach < 0) *lo += reach; else *hi += reach;
+  }
+}
+
 void opst_alloc(opst_tensor *x, opst_rng *r, int32_t dtype, int ndim, const int64_t *shape,
                 opst_layout layout) {
   memset(x, 0, sizeof *x);
@@ -207,13 +215,9 @@ void opst_alloc(opst_tensor *x, opst_rng *r, int32_t dtype, int ndim, const int6
       if (opst_chance(r, 0.15)) strides[i] = -strides[i];
     }
   }
-  /* The span of the view in elements, relative to element [0, ..., 0]. */
-  int64_t lo = 0, hi = 0, numel = 1;
-  for (int i = 0; i < ndim; ++i) {
-    numel *= shape[i];
-    const int64_t reach = (shape[i] > 0 ? shape[i] - 1 : 0) * strides[i];
-    if (reach < 0) lo += reach; else hi += reach;
-  }
+  int64_t lo, hi, numel = 1;
+  opst_span(ndim, shape, strides, &lo, &hi);
+  for (int i = 0; i < ndim; ++i) numel *= shape[i];
   const int64_t slack = layout == OPST_STRIDED ? opst_int(r, 0, 3) : 0;
   const int64_t elems = (numel > 0 ? hi - lo + 1 : 0) + offset + slack;
   x->bytes = (size_t)(elems > 0 ? elems : 1) * (size_t)es;

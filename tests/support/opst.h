@@ -58,6 +58,9 @@ void opst_alloc(opst_tensor *x, opst_rng *r, int32_t dtype, int ndim, const int6
 /* A random layout half of the time. */
 void opst_alloc_any(opst_tensor *x, opst_rng *r, int32_t dtype, int ndim, const int64_t *shape);
 void opst_free(opst_tensor *x);
+/* The elements a view of `shape` and `strides` reaches below (*lo <= 0) and above (*hi >= 0)
+ * its element [0, ..., 0]. */
+void opst_span(int ndim, const int64_t *shape, const int64_t *strides, int64_t *lo, int64_t *hi);
 
 int64_t opst_numel(const opst_tensor *x);
 /* Element at a multi-index / at row-major logical position `i`. */

@@ -273,7 +273,7 @@ static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
       __builtin_mul_overflow(units, tiles, &units) || units > INT64_MAX / 256 ||
       p->dims[OPSI_SDPA_SK] > INT64_MAX / 2)
     return 1;
-  return opsi_sdpa_split_parts(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], tiles, p->dims[OPSI_SDPA_SK],
+  return opsi_sdpa_split_parts(p->sm, p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], tiles, p->dims[OPSI_SDPA_SK],
                                p->sm_count, per_sm);
 }
 

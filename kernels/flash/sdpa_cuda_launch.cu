@@ -133,7 +133,8 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   }
   const int64_t row_tiles = opsi_sdpa_split_row_tiles(g.seqlen_q, g.group, BM);
   const int32_t splits =
-      opsi_sdpa_split_parts(g.batch, g.heads_q / g.group, row_tiles, g.seqlen_k, ctx->sm_count, C::PER_SM);
+      opsi_sdpa_split_parts(ctx->sm, g.batch, g.heads_q / g.group, row_tiles, g.seqlen_k, ctx->sm_count,
+                            C::PER_SM);
   const int64_t tokens_q = a->varlen ? a->q.shape[1] : (int64_t)g.batch * g.seqlen_q;
   if (row_tiles * splits > 2147483647 || tokens_q * g.heads_q > 2147483647) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid or its combine's exceeds 2^31 - 1 blocks",

@@ -118,6 +118,11 @@ static inline int64_t opsi_sdpa_split_row_tiles(int64_t seqlen_q, int64_t group,
   return (seqlen_q * group + bm - 1) / bm;
 }
 
+/* The blocks of a call without a split: batch x KV heads x row tiles */
+static inline int64_t opsi_sdpa_split_units(int64_t batch, int64_t heads_kv, int64_t row_tiles) {
+  return batch * heads_kv * row_tiles;
+}
+
 /* How the parts are merged. On sm_90, 2 to CLUSTER_MAX parts may run as one thread block
  * cluster a row tile (rank = part): each block leaves its normalized partial rows and their LSE
  * in its shared memory, and the cluster's blocks fold every part's rows over distributed shared
@@ -135,18 +140,33 @@ static inline int opsi_sdpa_split_clustered(int32_t sm, int64_t units, int32_t p
          (double)(units * parts) <= OPSI_SDPA_SPLIT_CLUSTER_FILL * (double)(sm_count * per_sm);
 }
 
-/* The blocks of a call without a split: batch x KV heads x row tiles */
-static inline int64_t opsi_sdpa_split_units(int64_t batch, int64_t heads_kv, int64_t row_tiles) {
-  return batch * heads_kv * row_tiles;
-}
-
 /* The parts of a call: opsi_sdpa_split_count over its units and its key tiles (seqlen_k: the
- * longest sequence, or the cache's capacity). A smaller count that a cluster could merge is not
- * taken instead: each key tile more a part costs more than the combine (bench/RESULTS.md). */
-static inline int32_t opsi_sdpa_split_parts(int64_t batch, int64_t heads_kv, int64_t row_tiles, int64_t seqlen_k,
-                                            int64_t sm_count, int32_t per_sm) {
-  return opsi_sdpa_split_count(opsi_sdpa_split_units(batch, heads_kv, row_tiles),
-                               (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN, sm_count, per_sm);
+ * longest sequence, or the cache's capacity). Where that count is one a cluster holds but its
+ * blocks are more than clusters keep resident, the largest listed count that fits is taken
+ * instead if its parts hold at most CLUSTER_TRADE times the key tiles: on the H100 a third more
+ * key tiles a part costs the GPU about what the combine does, and the call is then one launch
+ * without a workspace. A count past CLUSTER_MAX keeps the combine (bench/RESULTS.md). */
+#define OPSI_SDPA_SPLIT_CLUSTER_TRADE (4.0 / 3.0)
+static inline int32_t opsi_sdpa_split_parts(int32_t sm, int64_t batch, int64_t heads_kv, int64_t row_tiles,
+                                            int64_t seqlen_k, int64_t sm_count, int32_t per_sm) {
+  static const int32_t counts[] = {
+#define OPSI_SDPA_SPLIT_ENTRY(N) N,
+      OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_ENTRY)
+#undef OPSI_SDPA_SPLIT_ENTRY
+  };
+  const int64_t units = opsi_sdpa_split_units(batch, heads_kv, row_tiles);
+  const int64_t key_tiles = (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN;
+  const int32_t parts = opsi_sdpa_split_count(units, key_tiles, sm_count, per_sm);
+  if (parts <= 1 || parts > OPSI_SDPA_SPLIT_CLUSTER_MAX ||
+      opsi_sdpa_split_clustered(sm, units, parts, sm_count, per_sm))
+    return parts;
+  const double most = OPSI_SDPA_SPLIT_CLUSTER_TRADE * (double)((key_tiles + parts - 1) / parts);
+  for (size_t i = sizeof counts / sizeof counts[0]; i-- > 0;) {
+    const int32_t c = counts[i];
+    if (c > 1 && c < parts && opsi_sdpa_split_clustered(sm, units, c, sm_count, per_sm))
+      return (double)((key_tiles + c - 1) / c) <= most ? c : parts;
+  }
+  return parts;
 }
 
 /* The plan of a split count, in static words (explain, the profiler). */

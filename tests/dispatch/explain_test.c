@@ -211,17 +211,20 @@ static void small_pages_slow_the_tma_kernel(void **state) {
 
 /* Short decode (a dense cache, GQA 32:8, d128): on sm_90 a cluster a row tile merges the parts
  * in the one launch, no workspace, where the grid fits the blocks that GPC-bound clusters can
- * have resident (0.9 of 132 x 3 slots): B1 kv1k, the wave's 8 parts (64 blocks). Elsewhere the
- * combine, through a workspace: B8 kv1k's 6 parts (384 blocks) do not fit as clusters, nor do
- * B1 kv2k's 16 (more than a cluster holds), nor B8 kv2k's 6; a smaller count that would fit is
- * not taken (each part longer costs more than the combine). sm_80 has no clusters. */
+ * have resident (0.9 of 132 x 3 slots): B1 kv1k, the wave's 8 parts (64 blocks). Where the
+ * wave's count is one a cluster holds but its blocks do not fit as clusters, a smaller count
+ * that does is taken if its parts hold at most a third more key tiles: B8 kv1k's 6 parts (384
+ * blocks, 3 tiles a part) -> 4 (4 tiles), B8 kv2k's 6 -> 4 (6 -> 8 tiles), B16 kv1k's 3 -> 2
+ * (6 -> 8). Counts past a cluster's stay with the combine: B4 kv4k's 12, B1 kv2k's 16, B1
+ * kv4k's 32. sm_80 has no clusters. */
 static void short_decode_merges_in_a_cluster(void **state) {
   (void)state;
   static const struct {
     int64_t batch, keys;
     size_t parts80, parts90;
     int clustered90;
-  } cases[] = {{1, 1024, 8, 8, 1}, {8, 1024, 4, 6, 0}, {1, 2048, 16, 16, 0}, {8, 2048, 4, 6, 0}};
+  } cases[] = {{1, 1024, 8, 8, 1},  {8, 1024, 4, 4, 1},   {1, 2048, 16, 16, 0}, {8, 2048, 4, 4, 1},
+               {16, 1024, 2, 2, 1}, {4, 4096, 8, 12, 0},   {1, 4096, 32, 32, 0}};
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   ops_explain e;

@@ -266,15 +266,17 @@ static int64_t split_row_tiles(const opsi_problem *p, int bm) {
   return opsi_sdpa_split_row_tiles(d[OPSI_SDPA_SQ], d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV], bm);
 }
 
-static int32_t split_parts(const opsi_problem *p, int bm, int per_sm) {
+/* The call's parts, and the wave's count in *wave (opsi_sdpa_split_parts) where not NULL */
+static int32_t split_parts(const opsi_problem *p, int bm, int per_sm, int32_t *wave) {
   const int64_t tiles = split_row_tiles(p, bm);
   int64_t units;
+  if (wave != NULL) *wave = 1;
   if (tiles == 0 || __builtin_mul_overflow(p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], &units) ||
       __builtin_mul_overflow(units, tiles, &units) || units > INT64_MAX / 256 ||
       p->dims[OPSI_SDPA_SK] > INT64_MAX / 2)
     return 1;
   return opsi_sdpa_split_parts(p->sm, p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HKV], tiles, p->dims[OPSI_SDPA_SK],
-                               p->sm_count, per_sm);
+                               p->sm_count, per_sm, wave);
 }
 
 /* Whether a cluster merges the parts (one launch, no workspace); split_parts gave one part
@@ -298,7 +300,7 @@ static size_t split_workspace(const opsi_problem *p, int32_t parts, int clustere
 
 static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_grid_estimate *e) {
   const int64_t tiles = split_row_tiles(p, bm), hkv = p->dims[OPSI_SDPA_HKV] > 0 ? p->dims[OPSI_SDPA_HKV] : 1;
-  const int32_t parts = split_parts(p, bm, per_sm);
+  const int32_t parts = split_parts(p, bm, per_sm, NULL);
   const double rows = (double)p->dims[OPSI_SDPA_SQ] * (double)(p->dims[OPSI_SDPA_HQ] / hkv);
   e->blocks = (double)p->dims[OPSI_SDPA_B] * (double)hkv * (double)tiles * (double)parts;
   const double head_pad = head_dim_pad(p, dp);
@@ -314,12 +316,14 @@ static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_g
 
 #define SDPA_SPLIT_FNS(ID, NAME, D, BM)                                                                      \
   static size_t split_workspace_##NAME(const opsi_problem *p) {                                            \
-    const int32_t parts = split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM);                        \
+    const int32_t parts = split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, NULL);                  \
     return split_workspace(p, parts, split_clustered(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, parts));  \
   }                                                                                                          \
   static const char *split_plan_##NAME(const opsi_problem *p) {                                            \
-    const int32_t parts = split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM);                        \
-    return opsi_sdpa_split_plan(parts, split_clustered(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, parts)); \
+    int32_t wave = 1;                                                                                        \
+    const int32_t parts = split_parts(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, &wave);                 \
+    return opsi_sdpa_split_plan(parts, split_clustered(p, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, parts), \
+                                wave);                                                                       \
   }                                                                                                          \
   static void split_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) {                            \
     split_grid(p, D, BM, OPSI_SDPA_SPLIT_D##D##_M##BM##_PER_SM, e);                                                     \

@@ -132,9 +132,9 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
                               "the split-KV kernel got a mask or rows that are not 16-byte aligned", NULL, 0);
   }
   const int64_t row_tiles = opsi_sdpa_split_row_tiles(g.seqlen_q, g.group, BM);
-  const int32_t splits =
-      opsi_sdpa_split_parts(ctx->sm, g.batch, g.heads_q / g.group, row_tiles, g.seqlen_k, ctx->sm_count,
-                            C::PER_SM);
+  int32_t wave = 0;
+  const int32_t splits = opsi_sdpa_split_parts(ctx->sm, g.batch, g.heads_q / g.group, row_tiles, g.seqlen_k,
+                                               ctx->sm_count, C::PER_SM, &wave);
   const int64_t tokens_q = a->varlen ? a->q.shape[1] : (int64_t)g.batch * g.seqlen_q;
   if (row_tiles * splits > 2147483647 || tokens_q * g.heads_q > 2147483647) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the split-KV grid or its combine's exceeds 2^31 - 1 blocks",
@@ -157,7 +157,7 @@ template <int DP, int BM> ops_status run_split(const opsi_launch *ctx, const ops
   }
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
-  info->plan = opsi_sdpa_split_plan(splits, clustered);
+  info->plan = opsi_sdpa_split_plan(splits, clustered, wave);
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
           ? opsi::split::launch_sdpa_split<__nv_bfloat16, DP, BM>(g, splits, (int32_t)row_tiles, clustered,

@@ -141,14 +141,15 @@ static inline int opsi_sdpa_split_clustered(int32_t sm, int64_t units, int32_t p
 }
 
 /* The parts of a call: opsi_sdpa_split_count over its units and its key tiles (seqlen_k: the
- * longest sequence, or the cache's capacity). Where that count is one a cluster holds but its
- * blocks are more than clusters keep resident, the largest listed count that fits is taken
- * instead if its parts hold at most CLUSTER_TRADE times the key tiles: on the H100 a third more
- * key tiles a part costs the GPU about what the combine does, and the call is then one launch
- * without a workspace. A count past CLUSTER_MAX keeps the combine (bench/RESULTS.md). */
+ * longest sequence, or the cache's capacity), the wave's count (in *wave where wave is not
+ * NULL). Where that count is one a cluster holds but its blocks are more than clusters keep
+ * resident, the largest listed count that fits is taken instead if its parts hold at most
+ * CLUSTER_TRADE times the key tiles: on the H100 a third more key tiles a part costs the GPU
+ * about what the combine does, and the call is then one launch without a workspace. A count
+ * past CLUSTER_MAX keeps the combine (bench/RESULTS.md). */
 #define OPSI_SDPA_SPLIT_CLUSTER_TRADE (4.0 / 3.0)
 static inline int32_t opsi_sdpa_split_parts(int32_t sm, int64_t batch, int64_t heads_kv, int64_t row_tiles,
-                                            int64_t seqlen_k, int64_t sm_count, int32_t per_sm) {
+                                            int64_t seqlen_k, int64_t sm_count, int32_t per_sm, int32_t *wave) {
   static const int32_t counts[] = {
 #define OPSI_SDPA_SPLIT_ENTRY(N) N,
       OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_ENTRY)
@@ -157,6 +158,7 @@ static inline int32_t opsi_sdpa_split_parts(int32_t sm, int64_t batch, int64_t h
   const int64_t units = opsi_sdpa_split_units(batch, heads_kv, row_tiles);
   const int64_t key_tiles = (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN;
   const int32_t parts = opsi_sdpa_split_count(units, key_tiles, sm_count, per_sm);
+  if (wave != NULL) *wave = parts;
   if (parts <= 1 || parts > OPSI_SDPA_SPLIT_CLUSTER_MAX ||
       opsi_sdpa_split_clustered(sm, units, parts, sm_count, per_sm))
     return parts;
@@ -169,14 +171,17 @@ static inline int32_t opsi_sdpa_split_parts(int32_t sm, int64_t batch, int64_t h
   return parts;
 }
 
-/* The plan of a split count, in static words (explain, the profiler). */
-static inline const char *opsi_sdpa_split_plan(int32_t splits, int clustered) {
+/* The plan of a split count, in static words (explain, the profiler); wave: the wave's count
+ * (opsi_sdpa_split_parts), which a cluster's smaller count replaced where they differ. */
+static inline const char *opsi_sdpa_split_plan(int32_t splits, int clustered, int32_t wave) {
   switch (splits) {
-#define OPSI_SDPA_SPLIT_CASE(N)                                  \
-  case N:                                                        \
-    return N == 1      ? "keys in one part (no combine)"         \
-           : clustered ? "keys split in " #N " parts, merged in a cluster" \
-                       : "keys split in " #N " parts + combine";
+#define OPSI_SDPA_SPLIT_CASE(N)                                                                         \
+  case N:                                                                                               \
+    return N == 1                     ? "keys in one part (no combine)"                                 \
+           : clustered && wave != N ? "keys split in " #N " parts, merged in a cluster (the wave's "     \
+                                      "count would need the combine)"                                   \
+           : clustered              ? "keys split in " #N " parts, merged in a cluster"                 \
+                                    : "keys split in " #N " parts + combine";
     OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_CASE)
 #undef OPSI_SDPA_SPLIT_CASE
     default: return "keys split (unlisted count)";

@@ -222,9 +222,9 @@ static void short_decode_merges_in_a_cluster(void **state) {
   static const struct {
     int64_t batch, keys;
     size_t parts80, parts90;
-    int clustered90;
-  } cases[] = {{1, 1024, 8, 8, 1},  {8, 1024, 4, 4, 1},   {1, 2048, 16, 16, 0}, {8, 2048, 4, 4, 1},
-               {16, 1024, 2, 2, 1}, {4, 4096, 8, 12, 0},   {1, 4096, 32, 32, 0}};
+    int clustered90; /* 2: a cluster's count in place of the wave's */
+  } cases[] = {{1, 1024, 8, 8, 1},  {8, 1024, 4, 4, 2},  {1, 2048, 16, 16, 0}, {8, 2048, 4, 4, 2},
+               {16, 1024, 2, 2, 2}, {4, 4096, 8, 12, 0}, {1, 4096, 32, 32, 0}};
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   ops_explain e;
@@ -240,11 +240,13 @@ static void short_decode_merges_in_a_cluster(void **state) {
       p.kv_lens = &lens;
       OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
       assert_string_equal(chosen_name(&e), "cuda_sdpa_split_d128_m16");
-      const int clustered = sm == 90 && cases[i].clustered90;
+      const int clustered = sm == 90 ? cases[i].clustered90 : 0;
       const size_t parts = sm == 90 ? cases[i].parts90 : cases[i].parts80, rows = (size_t)batch * 32;
-      char plan[96];
+      char plan[160];
       snprintf(plan, sizeof plan, "plan: keys split in %zu parts%s", parts,
-               clustered ? ", merged in a cluster" : " + combine");
+               clustered == 2   ? ", merged in a cluster (the wave's count would need the combine)"
+               : clustered == 1 ? ", merged in a cluster\n"
+                                : " + combine");
       check_renderings(&e, (const char *const[]){plan, NULL});
       size_t ws = 0;
       OPST_OK(ops_sdpa_workspace_size(v, &p, &q, &k, &k, &q, NULL, &ws));

@@ -78,7 +78,10 @@ def cases():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--only", help="these ops, in this order (comma-separated: sdpa,gemm,rmsnorm,softmax,add); "
+                    "default all, sdpa first")
     args = ap.parse_args()
+    only = args.only.split(",") if args.only else None
     ext = opslib.extension()
     if not ext["loaded"]:
         raise SystemExit(f"host_cost.py: the C path is not loaded: {ext['reason']}")
@@ -86,7 +89,10 @@ def main():
           f"{ITERS} calls x {REPS} rounds (median)")
     print(f"{'op':<8} {'shape':<28} {'C given':>8} {'C alloc':>8} {'py given':>9} {'py alloc':>9} {'torch':>7}")
     rows = []
-    for op, shape, fast, slow, theirs in cases():
+    table = {c[0]: c for c in cases()}
+    if only and not set(only) <= set(table):
+        raise SystemExit(f"host_cost.py: --only: expected names from {sorted(table)}, got {args.only!r}")
+    for op, shape, fast, slow, theirs in (table[n] for n in only) if only else table.values():
         before = opslib.extension()["fast_calls"]
         t = host_us({"c_given": fast["given"], "c_alloc": fast["alloc"], "py_given": slow["given"],
                      "py_alloc": slow["alloc"], "torch": theirs})

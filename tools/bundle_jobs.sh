@@ -49,6 +49,9 @@
 # Session 39 (2026-11-27): ops 269-271 s beside memcheck of sdpa_split_merge (1-2 s) then of
 # sdpa_kv_cache (15-18 s), and racecheck of sdpa_split_merge (32-33 s) then of sdpa_kv_cache
 # (104-110 s): the five jobs fit one call of 280 s.
+# Session 40 (2026-11-27): the same five jobs took 350 s (ops 350 s; racecheck of
+# sdpa_split_merge 37 s, of sdpa_kv_cache 136 s); ops 262 s beside memcheck of
+# sdpa_split_merge (1 s); host 31 s.
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

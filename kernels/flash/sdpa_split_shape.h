@@ -92,22 +92,27 @@ static inline double opsi_sdpa_split_stream_factor(int dp, int bm, int32_t sm, i
 static inline double opsi_sdpa_split_fill(int64_t blocks, int64_t slots) {
   return (double)blocks / (double)(((blocks + slots - 1) / slots) * slots);
 }
-static inline int32_t opsi_sdpa_split_count(int64_t units, int64_t key_tiles, int64_t sm_count, int32_t per_sm) {
+/* The i-th listed count, ascending; 0 past the last */
+static inline int32_t opsi_sdpa_split_listed(size_t i) {
   static const int32_t counts[] = {
 #define OPSI_SDPA_SPLIT_ENTRY(N) N,
       OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_ENTRY)
 #undef OPSI_SDPA_SPLIT_ENTRY
   };
+  return i < sizeof counts / sizeof counts[0] ? counts[i] : 0;
+}
+static inline int32_t opsi_sdpa_split_count(int64_t units, int64_t key_tiles, int64_t sm_count, int32_t per_sm) {
   const int64_t slots = sm_count * per_sm, most = key_tiles / OPSI_SDPA_SPLIT_MIN_TILES;
   if (units <= 0 || slots <= 0) return 1;
   double best = 0.0;
-  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
-    if (counts[i] > 1 && counts[i] > most) break;
-    const double f = opsi_sdpa_split_fill(units * counts[i], slots);
+  int32_t c;
+  for (size_t i = 0; (c = opsi_sdpa_split_listed(i)) > 0; ++i) {
+    if (c > 1 && c > most) break;
+    const double f = opsi_sdpa_split_fill(units * c, slots);
     if (f > best) best = f;
   }
-  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
-    if (opsi_sdpa_split_fill(units * counts[i], slots) >= best * (1.0 - OPSI_SDPA_SPLIT_WAVE_SLACK)) return counts[i];
+  for (size_t i = 0; (c = opsi_sdpa_split_listed(i)) > 0; ++i) {
+    if (opsi_sdpa_split_fill(units * c, slots) >= best * (1.0 - OPSI_SDPA_SPLIT_WAVE_SLACK)) return c;
   }
   return 1;
 }
@@ -150,11 +155,6 @@ static inline int opsi_sdpa_split_clustered(int32_t sm, int64_t units, int32_t p
 #define OPSI_SDPA_SPLIT_CLUSTER_TRADE (4.0 / 3.0)
 static inline int32_t opsi_sdpa_split_parts(int32_t sm, int64_t batch, int64_t heads_kv, int64_t row_tiles,
                                             int64_t seqlen_k, int64_t sm_count, int32_t per_sm, int32_t *wave) {
-  static const int32_t counts[] = {
-#define OPSI_SDPA_SPLIT_ENTRY(N) N,
-      OPSI_SDPA_SPLIT_COUNTS(OPSI_SDPA_SPLIT_ENTRY)
-#undef OPSI_SDPA_SPLIT_ENTRY
-  };
   const int64_t units = opsi_sdpa_split_units(batch, heads_kv, row_tiles);
   const int64_t key_tiles = (seqlen_k + OPSI_SDPA_SPLIT_BN - 1) / OPSI_SDPA_SPLIT_BN;
   const int32_t parts = opsi_sdpa_split_count(units, key_tiles, sm_count, per_sm);
@@ -162,13 +162,12 @@ static inline int32_t opsi_sdpa_split_parts(int32_t sm, int64_t batch, int64_t h
   if (parts <= 1 || parts > OPSI_SDPA_SPLIT_CLUSTER_MAX ||
       opsi_sdpa_split_clustered(sm, units, parts, sm_count, per_sm))
     return parts;
-  const double most = OPSI_SDPA_SPLIT_CLUSTER_TRADE * (double)((key_tiles + parts - 1) / parts);
-  for (size_t i = sizeof counts / sizeof counts[0]; i-- > 0;) {
-    const int32_t c = counts[i];
-    if (c > 1 && c < parts && opsi_sdpa_split_clustered(sm, units, c, sm_count, per_sm))
-      return (double)((key_tiles + c - 1) / c) <= most ? c : parts;
+  int32_t fit = 0, c; /* the largest listed count under parts that runs as clusters */
+  for (size_t i = 0; (c = opsi_sdpa_split_listed(i)) > 0 && c < parts; ++i) {
+    if (c > 1 && opsi_sdpa_split_clustered(sm, units, c, sm_count, per_sm)) fit = c;
   }
-  return parts;
+  const double most = OPSI_SDPA_SPLIT_CLUSTER_TRADE * (double)((key_tiles + parts - 1) / parts);
+  return fit > 0 && (double)((key_tiles + fit - 1) / fit) <= most ? fit : parts;
 }
 
 /* The plan of a split count, in static words (explain, the profiler); wave: the wave's count

@@ -67,6 +67,11 @@ if wanted python_test; then
       "$here/python/tests" > "$logs/python_test.log" 2>&1
     echo "python_test plain $?" >> "$results"
     tail -n 4 "$logs/python_test.log" | sed "s|^|  python_test: |"
+    # the C path again with tensors read through DLPack capsules (torch without the exchange table)
+    OPSLIB_NO_EXCHANGE_API=1 OPSLIB_LIBRARY="$here/lib/libopslib.so" python3 -m pytest -p no:cacheprovider -q \
+      "$here/python/tests/test_native_torch.py" > "$logs/python_test.capsules.log" 2>&1
+    echo "python_test capsules $?" >> "$results"
+    tail -n 1 "$logs/python_test.capsules.log" | sed "s|^|  python_test [capsules]: |"
     if [ $sanitizer -eq 1 ]; then
       for tool in memcheck racecheck; do
         # OPSLIB_SANITIZER: test_torch_ops.py leaves torch.compile out (inductor, instrumented, takes minutes)

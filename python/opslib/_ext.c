@@ -2,8 +2,9 @@
  *
  * opslib's Python functions (_ops.py) build each call with ctypes: a params struct, a
  * ctypes ops_tensor per operand, a handle lookup, three foreign calls. This module does the
- * same work in C for CUDA torch tensors: it reads each tensor's own attributes, reuses the
- * thread's default handle and the params' defaults, asks torch for its current stream, and
+ * same work in C for CUDA torch tensors: it reads each tensor through DLPack (torch's C
+ * exchange table where torch has one), reuses the thread's default handle and the params'
+ * defaults, asks torch for its current stream, and
  * allocates outputs and workspaces with torch.empty. A call it does not take (another
  * framework, CPU arrays, explain, stream=, an argument it does not know, a value it cannot
  * convert) goes to the Python function unchanged, so the two paths cannot disagree on what
@@ -41,6 +42,32 @@ OPSX_FUNCTIONS(OPSX_DECLARE)
  * with its DLTensor, so a capsule's pointer is the DLTensor's */
 static ops_status (*p_ops_tensor_from_dlpack)(const void *dl, ops_tensor *out);
 
+/* DLPack's C exchange API (DLPack 1.2), which torch (2.10 on) puts on torch.Tensor as the
+ * capsule __dlpack_c_exchange_api__: a function table whose dltensor_from_py_object_no_sync
+ * fills a caller's DLTensor with pointers into the tensor's own sizes and strides (no capsule,
+ * no allocation, no Python call), and whose current_work_stream is torch's current stream.
+ * Declared here with DLPack's layouts (a DLTensor; a header of a version and the previous
+ * table; five function pointers), as the header's ABI promises them for major version 1. */
+typedef struct {
+  void *data;
+  struct { int32_t type, id; } device;
+  int32_t ndim;
+  struct { uint8_t code, bits; uint16_t lanes; } dtype;
+  int64_t *shape, *strides;
+  uint64_t byte_offset;
+} opsx_dltensor;
+typedef struct opsx_exchange_header {
+  struct { uint32_t major, minor; } version;
+  struct opsx_exchange_header *prev_api;
+} opsx_exchange_header;
+typedef struct {
+  opsx_exchange_header header;
+  void *managed_tensor_allocator, *managed_tensor_from_py_object_no_sync, *managed_tensor_to_py_object_no_sync;
+  int (*dltensor_from_py_object_no_sync)(void *py_object, opsx_dltensor *out);
+  int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+} opsx_exchange_api;
+enum { OPSX_DL_CUDA = 2 };
+
 /* Each params struct's defaults, filled once by the library's _init. */
 static ops_sdpa_params d_sdpa;
 static ops_gemm_params d_gemm;
@@ -72,11 +99,31 @@ static struct {
   PyObject *empty_like; /* torch.empty_like */
   PyObject *is_neg;     /* torch.Tensor.is_neg, the method descriptor (no bound method a call) */
   PyObject *expand;     /* the method's name */
+  const opsx_exchange_api *exchange; /* torch.Tensor.__dlpack_c_exchange_api__, or NULL */
   PyObject *device[OPSX_MAX_DEVICES];
 } T;
 
 /* Interned strings: attribute names, keyword names. */
 static PyObject *s_is_neg, *s_data_ptr, *s_virtual, *s_h, *s_value, *s_cuda_stream, *s_workspaces, *kw_alloc;
+
+/* The exchange table torch.Tensor carries, where it is one this module reads (major version
+ * 1, the two functions it calls present) and OPSLIB_NO_EXCHANGE_API is not set; else NULL
+ * (tensors are then read through DLPack capsules). The table lives as long as the process. */
+static const opsx_exchange_api *exchange_api(PyObject *tensor_type) {
+  const char *off = getenv("OPSLIB_NO_EXCHANGE_API");
+  if (off && *off && strcmp(off, "0") != 0) return NULL;
+  PyObject *cap = PyObject_GetAttrString(tensor_type, "__dlpack_c_exchange_api__");
+  if (!cap) return PyErr_Clear(), NULL;
+  const opsx_exchange_api *api = PyCapsule_IsValid(cap, "dlpack_exchange_api")
+                                     ? PyCapsule_GetPointer(cap, "dlpack_exchange_api")
+                                     : NULL;
+  Py_DECREF(cap);
+  PyErr_Clear();
+  if (!api || api->header.version.major != 1 || !api->dltensor_from_py_object_no_sync ||
+      !api->current_work_stream)
+    return NULL;
+  return api;
+}
 
 /* 1 once torch's objects are known; 0 while torch is not imported (no argument can then be a
  * torch tensor); -1 when torch lacks one of them. */
@@ -125,6 +172,7 @@ static int torch_lookup(void) {
     Py_DECREF(tensor);
     return -1;
   }
+  T.exchange = exchange_api(tensor);
   T.tensor_type = (PyTypeObject *)tensor; /* kept */
   return 1;
 }
@@ -146,9 +194,11 @@ static int dtype_code(PyObject *torch_dtype) {
   return 0;
 }
 
-/* Reads a CUDA torch tensor's view into *t through torch's DLPack export (one call for data,
- * shape, strides, dtype and device; the library's own converter reads it). 1: read; 0: not a
- * tensor this path takes (the call goes to Python); -1: an error is set. */
+/* Reads a CUDA torch tensor's view into *t through torch's exchange table where it has one,
+ * else its DLPack export (one call for data, shape, strides, dtype and device; the library's
+ * own converter reads either). A negative view (torch's neg bit: its values are the negated
+ * memory) goes to Python, which refuses it. 1: read; 0: not a tensor this path takes (the
+ * call goes to Python); -1: an error is set. */
 static int read_tensor(PyObject *o, ops_tensor *t) {
   if (!T.tensor_type || !PyObject_TypeCheck(o, T.tensor_type)) return 0;
   PyObject *v = PyObject_CallOneArg(T.is_neg, o);
@@ -156,6 +206,17 @@ static int read_tensor(PyObject *o, ops_tensor *t) {
   int ok = v == Py_False;
   Py_DECREF(v);
   if (!ok) return 0;
+  if (T.exchange) {
+    opsx_dltensor dl;
+    if (T.exchange->dltensor_from_py_object_no_sync(o, &dl) != 0) return PyErr_Clear(), 0;
+    /* as torch's DLPack export writes them: stride 1 on the axes of one element */
+    int64_t strides[OPS_MAX_DIMS];
+    if (dl.ndim < 0 || dl.ndim > OPS_MAX_DIMS) return 0;
+    for (int i = 0; i < dl.ndim; i++) strides[i] = dl.shape[i] < 2 ? 1 : dl.strides[i];
+    dl.strides = strides;
+    return p_ops_tensor_from_dlpack(&dl, t) == OPS_OK && t->device.type == OPS_DEVICE_CUDA &&
+           t->device.ordinal < OPSX_MAX_DEVICES;
+  }
   PyObject *cap = PyObject_CallOneArg(T.to_dlpack, o);
   if (!cap) return PyErr_Clear(), 0;
   /* DLPack >= 1.0 (dltensor_versioned): version, manager_ctx, deleter, flags, then the DLTensor */
@@ -284,6 +345,8 @@ static int handle_pointer(PyObject *handle, ops_handle *h) {
   return PyErr_Occurred() ? -1 : 1;
 }
 
+static int stream_by_call(call_ctx *c, int ordinal);
+
 /* The handle (handle= or the thread's default for the device) and torch's current stream
  * on it. 1: ready; 0: the call goes to Python (a virtual handle); -1: an error is set. */
 static int begin(call_ctx *c, PyObject *handle, int ordinal) {
@@ -305,6 +368,18 @@ static int begin(call_ctx *c, PyObject *handle, int ordinal) {
     if (r < 0) return -1;
     tls_handle[ordinal] = c->h;
   }
+  if (T.exchange) {
+    if (T.exchange->current_work_stream(OPSX_DL_CUDA, ordinal, &c->stream) != 0) return -1;
+  } else if (stream_by_call(c, ordinal) < 0) {
+    return -1;
+  }
+  const ops_status st = p_ops_handle_set_stream(c->h, c->stream);
+  if (st != OPS_OK) return raise_status(st, "ops_handle_set_stream"), -1;
+  return 1;
+}
+
+/* torch's current stream on the device through torch's Python-level getter. */
+static int stream_by_call(call_ctx *c, int ordinal) {
   PyObject *dev = PyLong_FromLong(ordinal);
   if (!dev) return -1;
   PyObject *s = NULL;
@@ -319,10 +394,7 @@ static int begin(call_ctx *c, PyObject *handle, int ordinal) {
   if (!s) return -1;
   c->stream = PyLong_AsVoidPtr(s);
   Py_DECREF(s);
-  if (PyErr_Occurred()) return -1;
-  const ops_status st = p_ops_handle_set_stream(c->h, c->stream);
-  if (st != OPS_OK) return raise_status(st, "ops_handle_set_stream"), -1;
-  return 1;
+  return PyErr_Occurred() ? -1 : 1;
 }
 
 static PyObject *device_object(int ordinal) {
@@ -371,6 +443,22 @@ static PyObject *shape_template(int ordinal, int code, PyObject *dims) {
 }
 
 /* A new contiguous tensor of shape and dtype on the call's device, its view in *t. */
+/* A tensor's data pointer: from the exchange table, else its data_ptr(). 1, or -1 with an
+ * error set. */
+static int data_pointer(PyObject *x, void **data) {
+  if (T.exchange) {
+    opsx_dltensor dl;
+    if (T.exchange->dltensor_from_py_object_no_sync(x, &dl) != 0) return -1;
+    *data = dl.data;
+    return 1;
+  }
+  PyObject *p = PyObject_CallMethodNoArgs(x, s_data_ptr);
+  if (!p) return -1;
+  *data = PyLong_AsVoidPtr(p);
+  Py_DECREF(p);
+  return PyErr_Occurred() ? -1 : 1;
+}
+
 static PyObject *new_output(const call_ctx *c, const int64_t *shape, int n, int code, ops_tensor *t) {
   PyObject *dev = device_object(c->ordinal);
   if (!dev || !T.dtype[code]) {
@@ -390,16 +478,15 @@ static PyObject *new_output(const call_ctx *c, const int64_t *shape, int n, int 
   PyObject *out = PyObject_CallOneArg(T.empty_like, tmpl);
   Py_DECREF(tmpl);
   if (!out) return NULL;
-  PyObject *p = PyObject_CallMethodNoArgs(out, s_data_ptr);
-  if (!p) return Py_DECREF(out), NULL;
+  void *data;
+  if (data_pointer(out, &data) < 0) return Py_DECREF(out), NULL;
   memset(t, 0, sizeof *t);
   t->struct_size = sizeof *t;
   t->dtype = code;
   t->device.type = OPS_DEVICE_CUDA;
   t->device.ordinal = c->ordinal;
   t->ndim = n;
-  t->data = PyLong_AsVoidPtr(p);
-  Py_DECREF(p);
+  t->data = data;
   int64_t stride = 1;
   for (int i = n - 1; i >= 0; i--) {
     t->shape[i] = shape[i];
@@ -427,11 +514,10 @@ static PyObject *new_output_like(const call_ctx *c, PyObject *x, const ops_tenso
     return new_output(c, shape, n, code, t);
   PyObject *out = PyObject_CallOneArg(T.empty_like, x);
   if (!out) return NULL;
-  PyObject *p = PyObject_CallMethodNoArgs(out, s_data_ptr);
-  if (!p) return Py_DECREF(out), NULL;
+  void *data;
+  if (data_pointer(out, &data) < 0) return Py_DECREF(out), NULL;
   *t = *tx;
-  t->data = PyLong_AsVoidPtr(p);
-  Py_DECREF(p);
+  t->data = data;
   return out;
 }
 
@@ -914,7 +1000,8 @@ static PyObject *x_bind(PyObject *self, PyObject *args) {
 
 static PyObject *x_stats(PyObject *self, PyObject *unused) {
   (void)self, (void)unused;
-  return Py_BuildValue("{s:K,s:K}", "fast", n_fast, "python", n_python);
+  return Py_BuildValue("{s:K,s:K,s:s}", "fast", n_fast, "python", n_python, "tensor_reads",
+                       !T.tensor_type ? "torch not seen yet" : T.exchange ? "exchange api" : "dlpack capsules");
 }
 
 #define OPSX_FASTCALL(name, doc) {#name, (PyCFunction)(void (*)(void))x_##name, METH_FASTCALL | METH_KEYWORDS, doc}
@@ -924,7 +1011,8 @@ static PyMethodDef methods[] = {
      "bind(addresses, python_functions, OpsError, ACTS, BINARY_OPS, handle, thread_local): the library's "
      "function addresses (name -> int) as ctypes loaded them, the Python functions each call falls back to, "
      "and a threading.local for the per-thread workspaces."},
-    {"stats", x_stats, METH_NOARGS, "{'fast': calls taken in C, 'python': calls passed to Python}"},
+    {"stats", x_stats, METH_NOARGS,
+     "{'fast': calls taken in C, 'python': calls passed to Python, 'tensor_reads': how tensors are read}"},
     OPSX_FASTCALL(sdpa, "opslib.sdpa, in C for CUDA torch tensors"),
     OPSX_FASTCALL(gemm, "opslib.gemm, in C for CUDA torch tensors"),
     OPSX_FASTCALL(layernorm, "opslib.layernorm, in C for CUDA torch tensors"),

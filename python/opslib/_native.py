@@ -56,10 +56,13 @@ def release_workspaces():
 
 def extension():
     """Which path opslib's calls take: {"loaded", "path", "reason", "fast_calls", "python_calls",
-    "workspace_bytes"} (calls the C path ran, calls it passed to the Python functions, and
-    the workspace this thread keeps for its streams)."""
-    stats = _state["module"].stats() if _state["module"] else {"fast": 0, "python": 0}
+    "tensor_reads", "workspace_bytes"} (calls the C path ran, calls it passed to the Python
+    functions, how it reads torch tensors: "exchange api" (torch's DLPack C exchange table) or
+    "dlpack capsules" (OPSLIB_NO_EXCHANGE_API=1, or a torch without the table), and the
+    workspace this thread keeps for its streams)."""
+    stats = _state["module"].stats() if _state["module"] else {"fast": 0, "python": 0, "tensor_reads": "-"}
     kept = getattr(_tls, "workspaces", {})
     return {"loaded": _state["loaded"], "path": _state["path"], "reason": _state["reason"],
             "fast_calls": stats["fast"], "python_calls": stats["python"],
+            "tensor_reads": stats["tensor_reads"],
             "workspace_bytes": sum(entry[2] for entry in kept.values())}

@@ -2,6 +2,7 @@
 same results bit for bit, the same errors with nothing written, each call counted where it
 ran, the current stream honoured (streams, threads, CUDA graph capture). Skipped, saying
 why, without the module, torch or a CUDA device."""
+import os
 import threading
 
 import pytest
@@ -69,6 +70,8 @@ def calls(g):
         residual=rand(g, 33, 1000), residual_out=torch.empty_like(x),
         mean_out=torch.empty(33, device=DEV), rstd_out=torch.empty(33, device=DEV))
     yield "rmsnorm", (rand(g, 33, 2000)[:, 500:1500], w), dict(eps=1e-6)
+    # an axis of one element with a stride of its own (torch's DLPack export writes 1 there)
+    yield "rmsnorm", (rand(g, 33, 1000).as_strided((33, 1, 1000), (1000, 7, 1)), w), {}
     yield "rmsnorm", (x, w), dict(out=torch.empty_like(x), rstd_out=torch.empty(33, device=DEV))
     yield "softmax", (rand(g, 300, 777, dtype=torch.float16),), dict(scale=0.7)
     yield "softmax", (rand(g, 4, 5000, dtype=f32),), {}
@@ -235,3 +238,14 @@ def test_a_negative_view_is_never_read_as_its_positive():
         assert "negative" in str(e)
         return
     assert torch.allclose(y, torch.softmax(r, -1), atol=1e-6)
+
+
+def test_tensors_are_read_the_way_this_torch_allows():
+    """Through torch's DLPack C exchange table where torch.Tensor has one (and
+    OPSLIB_NO_EXCHANGE_API is unset), else through DLPack capsules; the bit-for-bit test above
+    runs in the bundle both ways."""
+    opslib.rmsnorm(torch.ones(2, 64, device=DEV), torch.ones(64, device=DEV))
+    off = os.environ.get("OPSLIB_NO_EXCHANGE_API", "") not in ("", "0")
+    has = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+    want = "exchange api" if has and not off else "dlpack capsules"
+    assert opslib.extension()["tensor_reads"] == want

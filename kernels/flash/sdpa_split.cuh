@@ -353,6 +353,12 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
   /* the paged rows' offsets of the next two tiles (2 x K and V x BN), then the row statistics */
   int64_t *kv_rows = reinterpret_cast<int64_t *>(ring + STAGES * 2 * BN * DP + (C::Q_IN_RING ? 0 : BM * DP));
   float *st_m = reinterpret_cast<float *>(kv_rows + 2 * 2 * BN), *st_l = st_m + 64;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  /* A programmatic dependent launch on sm_90 (launch_sdpa_split): nothing the previous kernel on
+   * the stream wrote (kv_lens, the page table, Q, the cache) is read before that kernel has
+   * completed (a no-op without the attribute). */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 
   /* a cluster's blocks are one row tile's parts, neighbours in x; else the parts are row_tiles apart */
   const int rt = clustered ? blockIdx.x / splits : blockIdx.x % row_tiles;
@@ -674,8 +680,8 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
 }
 
 /* Host side: grid (row tiles x parts, Hkv, batch), the parts of a row tile one cluster where
- * they are merged in one (sdpa_split_shape.h); else the combine when there are parts (a
- * programmatic dependent launch on sm >= 90). */
+ * they are merged in one (sdpa_split_shape.h); else the combine when there are parts. On sm >= 90
+ * both kernels are programmatic dependent launches of what precedes them on the stream. */
 template <typename T, int DP, int BM>
 cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_tiles, int32_t clustered,
                               void *workspace, int64_t tokens_q, const CUtensorMap &tk, const CUtensorMap &tv,
@@ -694,31 +700,32 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
   block[0] = C::THREADS, block[1] = block[2] = 1;
   *smem_bytes = C::SMEM_BYTES;
   *cluster = clustered ? splits : 0;
-  if (clustered) {
-    cudaLaunchConfig_t lc = {};
-    lc.gridDim = gr;
-    lc.blockDim = dim3(C::THREADS);
-    lc.dynamicSmemBytes = C::SMEM_BYTES;
-    lc.stream = stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned)splits, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-    lc.attrs = at, lc.numAttrs = 1;
-    return cudaLaunchKernelEx(&lc, kernel, g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q, tk, tv, tma_box);
+  /* on sm_90 a programmatic dependent launch (the kernel waits before its first read), and the
+   * parts' cluster where they are merged in one */
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = gr;
+  lc.blockDim = dim3(C::THREADS);
+  lc.dynamicSmemBytes = C::SMEM_BYTES;
+  lc.stream = stream;
+  cudaLaunchAttribute at[2];
+  unsigned n = 0;
+  if (sm >= 90) {
+    at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[n++].val.programmaticStreamSerializationAllowed = 1;
   }
-  kernel<<<gr, C::THREADS, C::SMEM_BYTES, stream>>>(g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q, tk, tv,
-                                                    tma_box);
-  if (splits > 1) {
-    const cudaError_t le = cudaGetLastError();
-    if (le != cudaSuccess) return le;
-    cudaLaunchConfig_t lc = {};
+  if (clustered) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n++].val.clusterDim = {(unsigned)splits, 1, 1};
+  }
+  lc.attrs = at, lc.numAttrs = n;
+  const cudaError_t le =
+      cudaLaunchKernelEx(&lc, kernel, g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q, tk, tv, tma_box);
+  if (clustered || le != cudaSuccess) return le;
+  if (splits > 1) { /* the combine, a programmatic dependent launch on sm_90 (at[0]) */
     lc.gridDim = dim3((unsigned)(tokens_q * g.heads_q));
     lc.blockDim = dim3(COMBINE_WARPS * 32);
-    lc.stream = stream;
-    cudaLaunchAttribute pdl[1];
-    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    lc.attrs = pdl, lc.numAttrs = sm >= 90 ? 1 : 0;
+    lc.dynamicSmemBytes = 0;
+    lc.numAttrs = sm >= 90 ? 1 : 0;
     return cudaLaunchKernelEx(&lc, sdpa_split_combine<T>, g, splits, static_cast<const float *>(ws_lse),
                               static_cast<const float *>(ws_o), tokens_q);
   }

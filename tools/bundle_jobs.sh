@@ -52,6 +52,9 @@
 # Session 40 (2026-11-27): the same five jobs took 350 s (ops 350 s; racecheck of
 # sdpa_split_merge 37 s, of sdpa_kv_cache 136 s); ops 262 s beside memcheck of
 # sdpa_split_merge (1 s); host 31 s.
+# Session 41 (2026-11-27): ops 315 s beside memcheck (2 s) then racecheck (63 s) of
+# sdpa_split_merge; memcheck of sdpa* (8 tests) 185 s beside racecheck of sdpa_kv_cache
+# (127 s) and test_native_torch.py under memcheck.
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

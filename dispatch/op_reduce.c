@@ -98,6 +98,12 @@ static ops_status reduce_prepare(const opsi_vctx *v, const ops_reduce_params *pa
   if (!opsi_contiguous(x) || !opsi_contiguous(y)) pr->flags |= OPSI_F_STRIDED;
   opsi_problem_add_align(pr, x);
   opsi_problem_add_align(pr, y);
+  /* An empty fold reads nothing of x, whose other extents and strides may then be anything
+   * (its element count is 0): the kernels walk y alone, so that no offset into x is formed. */
+  if (r->red_count == 0) {
+    memset(r->kept_x_strides, 0, sizeof r->kept_x_strides);
+    memset(r->red_x_strides, 0, sizeof r->red_x_strides);
+  }
   *empty = ny == 0;
   return OPS_OK;
 }

@@ -6,7 +6,8 @@
  * {0, 1, 3, 64, 128, 2^31, 2^62, 2^63 - 2, 2^63 - 1} (sdpa with and without a contiguous or
  * paged KV cache, its backward on default and deterministic handles, gemm 2-D and batched,
  * the norms and their backward, softmax, reduce, broadcast binary, unary / scale / dropout / sin_affine, rope with and without k, the KV cache append with and without RoPE) on
- * a CPU handle and a described sm_90 one, and asks both questions. Built
+ * a CPU handle and a described sm_90 one, and asks both questions; empty reductions with any
+ * strides also run on the CPU (their output checked). Built
  * with AddressSanitizer and UBSan over the library's C sources (build.sh --plain), where any
  * overflow aborts; a run that ends prints the calls made and how many the library accepted.
  *
@@ -186,6 +187,41 @@ static void reduce(sweep *s) {
   ops_reduce_explain(s->handle, &p, &x, &y, &s->explain);
 }
 
+/* An empty fold, run (CPU handle): x [k0, 0, e, k1] reduced over axes 1 and 2, its strides
+ * drawn from the extents (x has no elements: any stride is a valid one), into a real y [k0, k1]
+ * of up to 9 elements. Every element of y must get the fold's identity (sum 0, mean NaN, max
+ * -inf, min +inf); the library may form no offset into x on the way (fc4607c's find). */
+static void reduce_run(sweep *s) {
+  if (s->dev.type != OPS_DEVICE_CPU) return;
+  const int64_t k0 = 1 + (int64_t)(next() % 3), k1 = 1 + (int64_t)(next() % 3);
+  const int64_t xs[4] = {k0, 0, extent(), k1}, ys[2] = {k0, k1};
+  float out[9], dummy = 0.0f;
+  ops_tensor x, y;
+  memset(&x, 0, sizeof x);
+  x.struct_size = sizeof x, x.dtype = OPS_DTYPE_F32, x.device = s->dev, x.ndim = 4, x.data = &dummy;
+  for (int i = 0; i < 4; ++i) x.shape[i] = xs[i], x.strides[i] = extent();
+  if (ops_tensor_init(&y, out, OPS_DTYPE_F32, s->dev, 2, ys, NULL) != OPS_OK) abort();
+  for (int i = 0; i < 9; ++i) out[i] = 12345.0f;
+  ops_reduce_params p;
+  ops_reduce_params_init(&p);
+  p.op = (int32_t)(next() % 4), p.axes = 6u;
+  const ops_status st = ops_reduce(s->handle, &p, &x, &y, NULL, 0);
+  accepted(s, st);
+  if (st != OPS_OK) return;
+  for (int64_t i = 0; i < k0 * k1; ++i) {
+    const float v = out[i];
+    const int ok = p.op == OPS_REDUCE_SUM    ? v == 0.0f
+                   : p.op == OPS_REDUCE_MEAN ? v != v
+                   : p.op == OPS_REDUCE_MAX  ? v < 0.0f && v * 0.0f != 0.0f
+                                             : v > 0.0f && v * 0.0f != 0.0f;
+    if (!ok) {
+      fprintf(stderr, "size_sweep: empty fold (op %d) wrote %g at %lld of y, not the identity\n", (int)p.op, v,
+              (long long)i);
+      abort();
+    }
+  }
+}
+
 static void binary(sweep *s) {
   const int64_t as[2] = {extent(), extent()}, bs[2] = {coin() ? 1 : as[0], as[1]};
   ops_tensor a, b, y;
@@ -288,14 +324,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "size_sweep: no handle: %s\n", ops_last_error());
     return 1;
   }
-  static void (*const ops[])(sweep *) = {sdpa, sdpa, sdpa_backward, gemm, rows, rows, reduce, binary,
-                                         elementwise, rope, kv_cache_append};
+  static void (*const ops[])(sweep *) = {sdpa, sdpa,   sdpa_backward, gemm,           rows, rows, reduce, reduce_run,
+                                         binary, elementwise, rope, kv_cache_append};
   for (long i = 0; i < calls; ++i) {
     sweep *s = coin() ? &hopper : &cpu;
     s->explain.struct_size = sizeof s->explain;
     ops[next() % (sizeof ops / sizeof ops[0])](s);
   }
-  printf("size_sweep: %ld calls (each a size query and an explain), %ld queries accepted (CPU %ld, sm_90 %ld); "
+  printf("size_sweep: %ld calls (a size query and an explain each, or an empty fold run), %ld accepted (CPU %ld, sm_90 %ld); "
          "no overflow\n",
          calls, cpu.accepted + hopper.accepted, cpu.accepted, hopper.accepted);
   ops_handle_destroy(cpu.handle);

@@ -194,6 +194,32 @@ static int dtype_code(PyObject *torch_dtype) {
   return 0;
 }
 
+/* o's view through torch's exchange table, its strides as torch's DLPack export writes them
+ * (1 on the axes of one element), so that both readers give the library the same ops_tensor. */
+static ops_status read_exchange(PyObject *o, ops_tensor *t) {
+  opsx_dltensor dl;
+  if (T.exchange->dltensor_from_py_object_no_sync(o, &dl) != 0 || dl.ndim < 0 || dl.ndim > OPS_MAX_DIMS)
+    return OPS_ERR_NULL_POINTER;
+  int64_t strides[OPS_MAX_DIMS];
+  for (int i = 0; i < dl.ndim; i++) strides[i] = dl.shape[i] < 2 ? 1 : dl.strides[i];
+  dl.strides = strides;
+  return p_ops_tensor_from_dlpack(&dl, t);
+}
+
+/* o's view through torch's DLPack export (a capsule, released here). */
+static ops_status read_capsule(PyObject *o, ops_tensor *t) {
+  PyObject *cap = PyObject_CallOneArg(T.to_dlpack, o);
+  if (!cap) return OPS_ERR_NULL_POINTER;
+  /* DLPack >= 1.0 (dltensor_versioned): version, manager_ctx, deleter, flags, then the DLTensor */
+  const char *name = PyCapsule_GetName(cap);
+  unsigned char *dl = name ? PyCapsule_GetPointer(cap, name) : NULL;
+  if (dl && strcmp(name, "dltensor_versioned") == 0) dl += 32;
+  else if (dl && strcmp(name, "dltensor") != 0) dl = NULL;
+  const ops_status st = dl ? p_ops_tensor_from_dlpack(dl, t) : OPS_ERR_NULL_POINTER;
+  Py_DECREF(cap); /* its destructor releases torch's export */
+  return st;
+}
+
 /* Reads a CUDA torch tensor's view into *t through torch's exchange table where it has one,
  * else its DLPack export (one call for data, shape, strides, dtype and device; the library's
  * own converter reads either). A negative view (torch's neg bit: its values are the negated
@@ -206,26 +232,7 @@ static int read_tensor(PyObject *o, ops_tensor *t) {
   int ok = v == Py_False;
   Py_DECREF(v);
   if (!ok) return 0;
-  if (T.exchange) {
-    opsx_dltensor dl;
-    if (T.exchange->dltensor_from_py_object_no_sync(o, &dl) != 0) return PyErr_Clear(), 0;
-    /* as torch's DLPack export writes them: stride 1 on the axes of one element */
-    int64_t strides[OPS_MAX_DIMS];
-    if (dl.ndim < 0 || dl.ndim > OPS_MAX_DIMS) return 0;
-    for (int i = 0; i < dl.ndim; i++) strides[i] = dl.shape[i] < 2 ? 1 : dl.strides[i];
-    dl.strides = strides;
-    return p_ops_tensor_from_dlpack(&dl, t) == OPS_OK && t->device.type == OPS_DEVICE_CUDA &&
-           t->device.ordinal < OPSX_MAX_DEVICES;
-  }
-  PyObject *cap = PyObject_CallOneArg(T.to_dlpack, o);
-  if (!cap) return PyErr_Clear(), 0;
-  /* DLPack >= 1.0 (dltensor_versioned): version, manager_ctx, deleter, flags, then the DLTensor */
-  const char *name = PyCapsule_GetName(cap);
-  unsigned char *dl = name ? PyCapsule_GetPointer(cap, name) : NULL;
-  if (dl && strcmp(name, "dltensor_versioned") == 0) dl += 32;
-  else if (dl && strcmp(name, "dltensor") != 0) dl = NULL;
-  const ops_status st = dl ? p_ops_tensor_from_dlpack(dl, t) : OPS_ERR_NULL_POINTER;
-  Py_DECREF(cap); /* its destructor releases torch's export */
+  const ops_status st = T.exchange ? read_exchange(o, t) : read_capsule(o, t);
   PyErr_Clear();
   return st == OPS_OK && t->device.type == OPS_DEVICE_CUDA && t->device.ordinal < OPSX_MAX_DEVICES;
 }
@@ -345,7 +352,24 @@ static int handle_pointer(PyObject *handle, ops_handle *h) {
   return PyErr_Occurred() ? -1 : 1;
 }
 
-static int stream_by_call(call_ctx *c, int ordinal);
+/* torch's current stream on the device through torch's Python-level getter. */
+static int stream_by_call(call_ctx *c, int ordinal) {
+  PyObject *dev = PyLong_FromLong(ordinal);
+  if (!dev) return -1;
+  PyObject *s = NULL;
+  if (T.raw_stream) {
+    s = PyObject_CallOneArg(T.raw_stream, dev);
+  } else {
+    PyObject *st = PyObject_CallOneArg(T.current_stream, dev);
+    if (st) s = PyObject_GetAttr(st, s_cuda_stream);
+    Py_XDECREF(st);
+  }
+  Py_DECREF(dev);
+  if (!s) return -1;
+  c->stream = PyLong_AsVoidPtr(s);
+  Py_DECREF(s);
+  return PyErr_Occurred() ? -1 : 1;
+}
 
 /* The handle (handle= or the thread's default for the device) and torch's current stream
  * on it. 1: ready; 0: the call goes to Python (a virtual handle); -1: an error is set. */
@@ -376,25 +400,6 @@ static int begin(call_ctx *c, PyObject *handle, int ordinal) {
   const ops_status st = p_ops_handle_set_stream(c->h, c->stream);
   if (st != OPS_OK) return raise_status(st, "ops_handle_set_stream"), -1;
   return 1;
-}
-
-/* torch's current stream on the device through torch's Python-level getter. */
-static int stream_by_call(call_ctx *c, int ordinal) {
-  PyObject *dev = PyLong_FromLong(ordinal);
-  if (!dev) return -1;
-  PyObject *s = NULL;
-  if (T.raw_stream) {
-    s = PyObject_CallOneArg(T.raw_stream, dev);
-  } else {
-    PyObject *st = PyObject_CallOneArg(T.current_stream, dev);
-    if (st) s = PyObject_GetAttr(st, s_cuda_stream);
-    Py_XDECREF(st);
-  }
-  Py_DECREF(dev);
-  if (!s) return -1;
-  c->stream = PyLong_AsVoidPtr(s);
-  Py_DECREF(s);
-  return PyErr_Occurred() ? -1 : 1;
 }
 
 static PyObject *device_object(int ordinal) {
@@ -442,7 +447,6 @@ static PyObject *shape_template(int ordinal, int code, PyObject *dims) {
   return t;
 }
 
-/* A new contiguous tensor of shape and dtype on the call's device, its view in *t. */
 /* A tensor's data pointer: from the exchange table, else its data_ptr(). 1, or -1 with an
  * error set. */
 static int data_pointer(PyObject *x, void **data) {
@@ -459,6 +463,7 @@ static int data_pointer(PyObject *x, void **data) {
   return PyErr_Occurred() ? -1 : 1;
 }
 
+/* A new contiguous tensor of shape and dtype on the call's device, its view in *t. */
 static PyObject *new_output(const call_ctx *c, const int64_t *shape, int n, int code, ops_tensor *t) {
   PyObject *dev = device_object(c->ordinal);
   if (!dev || !T.dtype[code]) {

@@ -720,16 +720,14 @@ cudaError_t launch_sdpa_split(const sdpa_geom &g, int32_t splits, int32_t row_ti
   lc.attrs = at, lc.numAttrs = n;
   const cudaError_t le =
       cudaLaunchKernelEx(&lc, kernel, g, splits, row_tiles, clustered, ws_lse, ws_o, tokens_q, tk, tv, tma_box);
-  if (clustered || le != cudaSuccess) return le;
-  if (splits > 1) { /* the combine, a programmatic dependent launch on sm_90 (at[0]) */
-    lc.gridDim = dim3((unsigned)(tokens_q * g.heads_q));
-    lc.blockDim = dim3(COMBINE_WARPS * 32);
-    lc.dynamicSmemBytes = 0;
-    lc.numAttrs = sm >= 90 ? 1 : 0;
-    return cudaLaunchKernelEx(&lc, sdpa_split_combine<T>, g, splits, static_cast<const float *>(ws_lse),
-                              static_cast<const float *>(ws_o), tokens_q);
-  }
-  return cudaGetLastError();
+  if (clustered || splits <= 1 || le != cudaSuccess) return le;
+  /* the combine, a programmatic dependent launch on sm_90 (at[0]) */
+  lc.gridDim = dim3((unsigned)(tokens_q * g.heads_q));
+  lc.blockDim = dim3(COMBINE_WARPS * 32);
+  lc.dynamicSmemBytes = 0;
+  lc.numAttrs = sm >= 90 ? 1 : 0;
+  return cudaLaunchKernelEx(&lc, sdpa_split_combine<T>, g, splits, static_cast<const float *>(ws_lse),
+                            static_cast<const float *>(ws_o), tokens_q);
 }
 
 }  // namespace split

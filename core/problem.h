@@ -38,7 +38,8 @@ enum {
   /* SDPA over a KV cache */
   OPSI_F_KV_CACHE = 1u << 21, /* per-sequence key counts (kv_lens) in a cache of a capacity */
   OPSI_F_PAGED = 1u << 22,    /* K and V in pages named by a block table */
-  OPSI_F_ROPE = 1u << 23      /* kv_cache_append: K rotated on its way into the cache */
+  OPSI_F_ROPE = 1u << 23,     /* kv_cache_append: K rotated on its way into the cache */
+  OPSI_F_HEADS_APART = 1u << 24 /* kv_cache_append: some operand's heads of a token are not one unit-stride run */
 };
 
 /* The dispatcher's summary of one call. Plain data: compared and hashed as bytes by the

@@ -233,6 +233,12 @@ static ops_status check_slots(const opsi_vctx *v, const ops_tensor *slots, int64
   return OPS_OK;
 }
 
+/* A token's heads of t (its last two axes, heads and dims) are one unit-stride run. */
+static int heads_one_run(const ops_tensor *t) {
+  const int h = t->ndim - 2, d = t->ndim - 1;
+  return (t->shape[d] <= 1 || t->strides[d] == 1) && (t->shape[h] <= 1 || t->strides[h] == t->shape[d]);
+}
+
 static ops_status append_entry(const opsi_vctx *vc, const ops_kv_cache_append_params *params, const ops_tensor *k,
                                const ops_tensor *val, const ops_tensor *slots, const ops_tensor *k_cache,
                                const ops_tensor *v_cache, void *workspace, size_t workspace_bytes) {
@@ -326,6 +332,9 @@ static ops_status append_entry(const opsi_vctx *vc, const ops_kv_cache_append_pa
   pr.dims[OPSI_ROPE_HEADS_V] = val->shape[1];
   pr.dims[OPSI_ROPE_DV] = val->shape[2];
   if (p.rope != NULL) pr.flags |= OPSI_F_ROPE;
+  if (!heads_one_run(k) || !heads_one_run(val) || !heads_one_run(k_cache) || !heads_one_run(v_cache)) {
+    pr.flags |= OPSI_F_HEADS_APART;
+  }
   opsi_problem_add_row_layout(&pr, k);
   opsi_problem_add_row_layout(&pr, val);
   opsi_problem_add_row_layout(&pr, k_cache);

@@ -11,7 +11,7 @@ static const char *const k_flag_names[] = {
     "causal", "window", "gqa", "varlen", "lse", "mask", "bias", "residual", "residual_out",
     "beta_c", "batched", "stats_out", "broadcast", "strided", "keepdim", "dv_ne_d",
     "reduce_not_inner", "reduce_not_columns", "dweight", "a_m_major", "b_n_major",
-    "kv_cache", "paged", "rope",
+    "kv_cache", "paged", "rope", "heads_apart",
 };
 
 const char *opsi_flag_names(uint32_t flags, char *buf, size_t n) {

@@ -6,16 +6,16 @@
 #include "kernels/rope/rope_cuda.h"
 #include "kernels/rope/rope_gpu.cuh"
 
-extern template void opsi::launch_rope<float>(const opsi::rope_gpu_geom &, int, cudaStream_t, int, int32_t *,
+extern template void opsi::launch_rope<float>(const opsi::rope_gpu_geom &, int, int, cudaStream_t, int, int32_t *,
                                               int32_t *);
-extern template void opsi::launch_rope<__half>(const opsi::rope_gpu_geom &, int, cudaStream_t, int, int32_t *,
+extern template void opsi::launch_rope<__half>(const opsi::rope_gpu_geom &, int, int, cudaStream_t, int, int32_t *,
                                                int32_t *);
-extern template void opsi::launch_rope<__nv_bfloat16>(const opsi::rope_gpu_geom &, int, cudaStream_t, int,
+extern template void opsi::launch_rope<__nv_bfloat16>(const opsi::rope_gpu_geom &, int, int, cudaStream_t, int,
                                                       int32_t *, int32_t *);
 
 namespace {
 
-ops_status run(const opsi_launch *ctx, const void *argp, int vec, int warp_tokens) {
+ops_status run(const opsi_launch *ctx, const void *argp, int vec, int warp_tokens, int rows = 0) {
   const opsi_rope_args *a = static_cast<const opsi_rope_args *>(argp);
   opsi::rope_gpu_geom g;
   memset(&g, 0, sizeof g);
@@ -55,7 +55,7 @@ ops_status run(const opsi_launch *ctx, const void *argp, int vec, int warp_token
   int32_t *grid = ctx->info->grid, *block = ctx->info->block;
   grid[1] = grid[2] = block[1] = block[2] = 1;
   OPSI_DISPATCH_FLOAT(a->s[0].in.dtype, T,
-                      opsi::launch_rope<T>(g, vec, (cudaStream_t)ctx->stream, ctx->sm_count, grid, block));
+                      opsi::launch_rope<T>(g, vec, rows, (cudaStream_t)ctx->stream, ctx->sm_count, grid, block));
   return OPS_OK;
 }
 
@@ -68,4 +68,7 @@ extern "C" ops_status opsi_kv_cache_append_cuda_vec16(const opsi_launch *ctx, co
 }
 extern "C" ops_status opsi_kv_cache_append_cuda_strided(const opsi_launch *ctx, const void *args) {
   return run(ctx, args, 0, 1);
+}
+extern "C" ops_status opsi_kv_cache_append_cuda_rows(const opsi_launch *ctx, const void *args) {
+  return run(ctx, args, 1, 1, 1);
 }

@@ -7,6 +7,8 @@
  * passed-through elements; the heads that only move (V, and K without RoPE, into the cache) go
  * several items a thread, loads first. VEC = 16 / sizeof(T) loads and stores 16-byte vectors
  * (unit-stride heads, aligned rows); VEC = 1 reads any strides, one pair or element an item.
+ * The append of tokens whose heads are one run in every operand has a kernel of its own
+ * (append_rows_kernel, below): whole K and V rows, no head arithmetic.
  */
 #ifndef OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_
 #define OPSLIB_KERNELS_ROPE_ROPE_GPU_CUH_
@@ -40,7 +42,8 @@ struct rope_gpu_geom {
 
 /* ROPE_MIN_RESIDENT: blocks an SM the registers must allow (a block a token); a warp a token
  * trades two of them for the registers of its deeper copy */
-enum { ROPE_THREADS = 128, ROPE_BLOCKS_PER_SM = 16, ROPE_MIN_RESIDENT = 8, ROPE_MIN_RESIDENT_WARP = 6 };
+enum { ROPE_THREADS = 128, ROPE_BLOCKS_PER_SM = 16, ROPE_ROWS_BLOCKS_PER_SM = 64, ROPE_MIN_RESIDENT = 8,
+       ROPE_MIN_RESIDENT_WARP = 6 };
 
 __device__ __forceinline__ int64_t rope_index(const void *p, int64_t off, int i64) {
   return i64 ? static_cast<const int64_t *>(p)[off] : (int64_t) static_cast<const int32_t *>(p)[off];
@@ -225,16 +228,114 @@ __global__ void __launch_bounds__(ROPE_THREADS, WARP ? ROPE_MIN_RESIDENT_WARP : 
   }
 }
 
-/* Launches the kernel (vec: the 16-byte form; g.warp_tokens: a warp a token) over at most
- * ROPE_BLOCKS_PER_SM blocks an SM. */
+/* The append where every operand's heads of a token are one unit-stride run
+ * (cuda_kv_cache_append_rows): a token's K and V are two rows of heads x dim elements (the
+ * append's tokens are [T, H, D], batch 1), moved in 16-byte vectors by a warp. Each trip, a
+ * lane issues its loads of both rows (and, rotating NeoX pairs, the K vectors its own pair
+ * with) beside the token's slot and position reads and before any store; the cos and sin of
+ * the token's frequencies go to the warp's shared row while those loads are in flight. */
 template <typename T>
-void launch_rope(const rope_gpu_geom &g, int vec, cudaStream_t stream, int sm_count, int32_t *grid, int32_t *block) {
+__device__ __forceinline__ uint4 rotate_vec(const rope_gpu_geom &g, uint4 raw, uint4 other, int v, const float *cs,
+                                            const float *sn) {
+  constexpr int VEC = 16 / sizeof(T);
+  const int d = v * VEC, half = g.rotary_dim / 2;
+  if (d >= g.rotary_dim) return raw; /* a passed-through dim */
+  vec16<T> x, o, y;
+  *reinterpret_cast<uint4 *>(&x) = raw;
+  *reinterpret_cast<uint4 *>(&o) = other;
+  if (g.style == OPS_ROPE_GPTJ) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += 2) {
+      const int i = d / 2 + j / 2;
+      const float a = to_f(x.v[j]), b = to_f(x.v[j + 1]);
+      y.v[j] = from_f<T>(a * cs[i] - b * sn[i]);
+      y.v[j + 1] = from_f<T>(b * cs[i] + a * sn[i]);
+    }
+  } else {
+    const bool first = d < half; /* x is the pair's first element, o its second; or the other way */
+    const int i0 = first ? d : d - half;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float a = to_f(x.v[j]), b = to_f(o.v[j]);
+      y.v[j] = from_f<T>(first ? a * cs[i0 + j] - b * sn[i0 + j] : a * cs[i0 + j] + b * sn[i0 + j]);
+    }
+  }
+  return *reinterpret_cast<uint4 *>(&y);
+}
+
+template <typename T, bool ROTATE>
+__global__ void __launch_bounds__(ROPE_THREADS) append_rows_kernel(const __grid_constant__ rope_gpu_geom g) {
+  constexpr int VEC = 16 / sizeof(T), TOKENS = ROPE_THREADS / 32, UNROLL = 4;
+  __shared__ float cs_all[ROTATE ? TOKENS : 1][ROTATE ? OPSI_ROPE_MAX_FREQS : 1];
+  __shared__ float sn_all[ROTATE ? TOKENS : 1][ROTATE ? OPSI_ROPE_MAX_FREQS : 1];
+  const int lane = threadIdx.x % 32, sub = threadIdx.x / 32;
+  float *cs = cs_all[ROTATE ? sub : 0], *sn = sn_all[ROTATE ? sub : 0];
+  const int per0 = g.s[0].dim / VEC, n0 = g.s[0].heads * per0, n1 = g.s[1].heads * g.s[1].dim / VEC;
+  const int items = max(n0, n1), half_vecs = g.rotary_dim / 2 / VEC;
+  const bool narrow = g.capacity <= INT32_MAX; /* slot / page_size in 32 bits */
+#pragma unroll 1
+  for (int64_t t = (int64_t)blockIdx.x * TOKENS + sub; t < g.seq; t += (int64_t)gridDim.x * TOKENS) {
+    const int64_t slot = rope_index(g.slots, t * g.slot_s, g.slot_i64);
+    const double position = ROTATE ? static_cast<double>(rope_index(g.positions, t * g.pos_s[1], g.pos_i64)) : 0.0;
+    const uint4 *in0 = reinterpret_cast<const uint4 *>(static_cast<const T *>(g.s[0].in) + t * g.s[0].in_s[1]);
+    const uint4 *in1 = reinterpret_cast<const uint4 *>(static_cast<const T *>(g.s[1].in) + t * g.s[1].in_s[1]);
+#pragma unroll 1
+    for (int base0 = 0; base0 < items; base0 += UNROLL * 32) { /* the same trips for every lane */
+      const int base = base0 + lane;
+      uint4 x0[UNROLL], x1[UNROLL], o0[ROTATE ? UNROLL : 1];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int w = base + u * 32;
+        if (w < n0) x0[u] = __ldg(in0 + w);
+        if (w < n1) x1[u] = __ldg(in1 + w);
+        if constexpr (ROTATE) {
+          const int v = w % per0; /* NeoX: the vector this one pairs with */
+          const int pv = v < half_vecs ? v + half_vecs : v < 2 * half_vecs ? v - half_vecs : v;
+          if (w < n0 && g.style != OPS_ROPE_GPTJ) o0[u] = __ldg(in0 + (w - v + pv));
+        }
+      }
+      if constexpr (ROTATE) {
+        if (base0 == 0) {
+          __syncwarp(); /* the previous token's readers are done */
+          for (int i = lane; i < g.rotary_dim / 2; i += 32) rope_cos_sin(position, g.inv_freq[i], &cs[i], &sn[i]);
+          __syncwarp();
+        }
+      }
+      if (slot < 0 || slot >= g.capacity) continue;
+      const int64_t page = narrow ? (int64_t)((uint32_t)slot / (uint32_t)g.page_size) : slot / g.page_size;
+      const int64_t row = slot - page * g.page_size;
+      T *k_row = static_cast<T *>(g.s[0].out) + page * g.s[0].out_s[0] + row * g.s[0].out_s[1];
+      T *v_row = static_cast<T *>(g.s[1].out) + page * g.s[1].out_s[0] + row * g.s[1].out_s[1];
+      uint4 *q0 = reinterpret_cast<uint4 *>(k_row), *q1 = reinterpret_cast<uint4 *>(v_row);
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const int w = base + u * 32;
+        if constexpr (ROTATE) {
+          if (w < n0) q0[w] = rotate_vec<T>(g, x0[u], g.style != OPS_ROPE_GPTJ ? o0[u] : x0[u], w % per0, cs, sn);
+        } else {
+          if (w < n0) q0[w] = x0[u];
+        }
+        if (w < n1) q1[w] = x1[u];
+      }
+    }
+  }
+}
+
+/* Launches the kernel (vec: the 16-byte form; g.warp_tokens: a warp a token; rows: the
+ * append's whole rows, append_rows_kernel) over at most ROPE_BLOCKS_PER_SM blocks an SM
+ * (the whole rows: ROPE_ROWS_BLOCKS_PER_SM, a warp a token up to 33792 tokens on 132 SMs). */
+template <typename T>
+void launch_rope(const rope_gpu_geom &g, int vec, int rows, cudaStream_t stream, int sm_count, int32_t *grid,
+                 int32_t *block) {
   const int64_t per_block = g.warp_tokens ? ROPE_THREADS / 32 : 1;
   const int64_t want = (g.batch * g.seq + per_block - 1) / per_block;
-  const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * ROPE_BLOCKS_PER_SM;
+  const int64_t cap = (int64_t)(sm_count > 0 ? sm_count : 132) * (rows ? ROPE_ROWS_BLOCKS_PER_SM : ROPE_BLOCKS_PER_SM);
   grid[0] = (int32_t)(want < cap ? want : cap);
   block[0] = ROPE_THREADS;
-  if (g.warp_tokens) {
+  if (rows) {
+    if (g.any_rotate) append_rows_kernel<T, true><<<grid[0], block[0], 0, stream>>>(g);
+    else append_rows_kernel<T, false><<<grid[0], block[0], 0, stream>>>(g);
+  } else if (g.warp_tokens) {
     if (vec) rope_kernel<T, 16 / sizeof(T), true><<<grid[0], block[0], 0, stream>>>(g);
     else rope_kernel<T, 1, true><<<grid[0], block[0], 0, stream>>>(g);
   } else {

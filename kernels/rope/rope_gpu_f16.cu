@@ -1,4 +1,5 @@
 // RoPE and the KV cache append for f16 (one dtype per file, so the builds run in parallel).
 #include "kernels/rope/rope_gpu.cuh"
 
-template void opsi::launch_rope<__half>(const opsi::rope_gpu_geom &, int, cudaStream_t, int, int32_t *, int32_t *);
+template void opsi::launch_rope<__half>(const opsi::rope_gpu_geom &, int, int, cudaStream_t, int, int32_t *,
+                                        int32_t *);

@@ -187,7 +187,9 @@ def test_kv_cache_append_with_rope(rng):
 
 def test_rope_and_append_explained_for_an_h100():
     """On a described sm_90 device: aligned unit-stride heads take the 16-byte kernels, a
-    strided head dim the any-stride ones, and a fused RoPE shows as a feature of the append."""
+    strided head dim the any-stride ones, and a fused RoPE shows as a feature of the append;
+    the append of tokens whose heads are one run in every operand takes the whole-row kernel,
+    of heads apart (a head stride past the head dim) the 16-byte one."""
     T, h = opslib.TensorSpec, opslib.Handle.virtual(90)
     pos, q, k = T([4096], "i64", "cuda"), T([4096, 32, 128], "bf16", "cuda"), T([4096, 8, 128], "bf16", "cuda")
     assert opslib.explain("rope", pos, q, k, handle=h).chosen == "cuda_rope_vec16"
@@ -195,7 +197,11 @@ def test_rope_and_append_explained_for_an_h100():
     assert opslib.explain("rope", pos, qs, handle=h).chosen == "cuda_rope_strided"
     kc = T([512, 16, 8, 128], "bf16", "cuda")
     e = opslib.explain("kv_cache_append", k, k, pos, kc, kc, positions=pos, rope=True, handle=h)
-    assert e.chosen == "cuda_kv_cache_append_vec16" and "[rope]" in e.problem
+    assert e.chosen == "cuda_kv_cache_append_rows" and "[rope]" in e.problem
+    kh = T([4096, 8, 128], "bf16", "cuda", strides=(8 * 256, 256, 1))
+    e = opslib.explain("kv_cache_append", kh, k, pos, kc, kc, handle=h)
+    assert e.chosen == "cuda_kv_cache_append_vec16" and "heads_apart" in e.problem
+    assert "cuda_kv_cache_append_rows" in {v["kernel"] for v in e.verdicts if v["reason"] != "eligible"}
 
 
 def test_gemm_transposed_operand_bias_gelu(rng):

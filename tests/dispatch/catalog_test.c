@@ -205,6 +205,7 @@ static void shipped_kernel_ids_never_change(void **state) {
       {112, "cuda_sdpa_split_d128_m64"}, {113, "cuda_sdpa_split_d256_m16"}, {114, "cuda_sdpa_split_d256_m64"},
       {1600, "cpu_rope_ref"}, {1601, "cuda_rope_vec16"}, {1602, "cuda_rope_strided"},
       {1700, "cpu_kv_cache_append_ref"}, {1701, "cuda_kv_cache_append_vec16"}, {1702, "cuda_kv_cache_append_strided"},
+      {1703, "cuda_kv_cache_append_rows"},
       {210, "cuda_gemm_sm90_128x128_splitk"}, {211, "cuda_gemm_sm90_128x256_splitk"},
       {212, "cuda_gemm_sm90_128x64"}, {213, "cuda_gemm_sm90_128x64_splitk"},
       {214, "cuda_gemm_sm90_128x192"},

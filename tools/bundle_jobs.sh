@@ -55,6 +55,9 @@
 # Session 41 (2026-11-27): ops 315 s beside memcheck (2 s) then racecheck (63 s) of
 # sdpa_split_merge; memcheck of sdpa* (8 tests) 185 s beside racecheck of sdpa_kv_cache
 # (127 s) and test_native_torch.py under memcheck.
+# Session 42 (2026-11-27): ops 308 s beside memcheck of rope*, sdpa_split_merge and
+# sdpa_kv_cache, then racecheck of sdpa_split_merge and rope_cache_append (106 s in all),
+# then the Python tests (38 s).
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

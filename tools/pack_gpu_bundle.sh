@@ -67,6 +67,7 @@ cp bench/attn_grid.py "$out/"  # issue 26's attention grid: the choice beside fl
 cp bench/host_cost.py "$out/" # host time per call: the C path, the ctypes path, PyTorch
 cp bench/host_launch.cu "$out/" # host time per call from C, beside the launches it is made of
 cp bench/sdpa_bwd_small.py "$out/" # the attention backward on small shapes, pinned or not
+cp bench/append_one.py "$out/"  # one kv_cache_append call for ncu (the cache family's shape)
 cp examples/llama_block.py "$out/"  # a decoder block with opslib.torch, beside PyTorch's
 chmod +x "$out/run_all.sh" "$out/jobs.sh"
 echo "archs=$archs built=$(date -u +%Y-%m-%dT%H:%MZ) commit=$(git rev-parse --short HEAD 2>/dev/null || echo none)" > "$out/BUILD_INFO"

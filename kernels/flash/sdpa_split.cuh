@@ -31,7 +31,7 @@
  * BM 16 (_m16): the 4 warps split each 64-key tile, 16 keys a warp, over the same 16 rows.
  * BM 64 (_m64): a warp 16 rows over all 64 keys (_d128_m64 on sm_90a: one warpgroup's wgmma,
  * whose accumulators hold the same rows a warp, in the same layout; its K and V tiles by TMA,
- * warp 0's lanes issuing a tile's boxes (tma_kv) on a barrier a stage, where the launcher
+ * a tile's box copies spread over the warps (tma_kv_op) on a barrier a stage, where the launcher
  * encoded their maps: opsi_sdpa_split_tma_box). Operands: 16-bit,
  * unit-stride rows with 16-byte aligned bases and strides (the rows' alignment), head dims up
  * to DP.
@@ -212,30 +212,35 @@ __device__ __forceinline__ int32_t box_page(const sdpa_geom &g, int b, const sdp
   return g.pages != nullptr && j < s.sk ? table_page(g, b, j) : -1;
 }
 
+/* The TMA copies of a box (_d128_m64): K's and V's 64-column halves. */
+template <int DP> struct tma_ops_box { static constexpr int value = 2 * (DP / 64); }; /* K's and V's halves */
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* K and V rows [j0, j0 + BN) into one ring stage by TMA (_d128_m64 on sm_90a), by warp 0: lane 0
- * arms the stage's K and V barriers (bar[0], bar[1]) for their bytes, then lane p < BN / box
- * issues the boxes of rows [j0 + p * box, + box): K's 64-column halves, then V's (S and the
- * softmax need only K: the math waits for V later), landing as wgmma's 128-byte swizzle atoms
- * (tile_at; box is a multiple of 8 rows, so each box starts on an atom's row 0). Contiguous
- * views: one box of BN rows at (column, k0 + j0, hk, batch), the batch coordinate 0 where the
- * view has no batch stride (varlen). Paged: a box a run of `box` rows inside one page, at
- * (column, row in page, hk, page), `page` the lane's box_page (read a trip ahead, checked
- * here): -1 or a page outside the pool goes past the pool's last page. TMA reads zeros past a
- * tensor or pool; rows past the sequence inside it are masked (K) and zeroed by the kernel (V). */
+/* K and V rows [j0, j0 + BN) into one ring stage by TMA (_d128_m64 on sm_90a), as TMA_OPS(BN /
+ * box) box copies spread over the block's warps, so that no warp's issue holds up the
+ * warpgroup's next wgmma by more than a few: before the block barrier that frees the stage,
+ * one thread arms the stage's K and V barriers (bar[0], bar[1]) for their bytes (tma_kv_arm);
+ * after it, thread `op` (op = lane x WARPS + warp, op < TMA_OPS) issues copy op: box op /
+ * TMA_OPS_BOX (rows [j0 + box x that, + box)) of K's (first half of the ops a box) or V's
+ * 64-column halves, landing as wgmma's 128-byte swizzle atoms (tile_at; box is a multiple of 8
+ * rows, so each box starts on an atom's row 0). Contiguous views: one box of BN rows at
+ * (column, k0 + j0, hk, batch), the batch coordinate 0 where the view has no batch stride
+ * (varlen). Paged: a box a run of `box` rows inside one page, at (column, row in page, hk,
+ * page), `page` the thread's box_page (read a trip ahead, checked here): -1 or a page outside
+ * the pool goes past the pool's last page. TMA reads zeros past a tensor or pool; rows past
+ * the sequence inside it are masked (K) and zeroed by the kernel (V). */
+template <typename T, int DP, int BN> __device__ __forceinline__ void tma_kv_arm(uint64_t *bar) {
+  sm90::mbar_expect_tx(&bar[0], (uint32_t)(BN * DP * sizeof(T)));
+  sm90::mbar_expect_tx(&bar[1], (uint32_t)(BN * DP * sizeof(T)));
+}
 template <typename T, int DP, int BN>
-__device__ __forceinline__ void tma_kv(T *kb, T *vb, const CUtensorMap *tk, const CUtensorMap *tv, uint64_t *bar,
-                                       const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0, int box,
-                                       int32_t page) {
+__device__ __forceinline__ void tma_kv_op(T *kb, T *vb, const CUtensorMap *tk, const CUtensorMap *tv, uint64_t *bar,
+                                          const sdpa_geom &g, int b, const sdpa_seq &s, int hk, int j0, int box,
+                                          int32_t page, int op) {
   using namespace opsi::sm90;
-  const int lane = threadIdx.x % 32;
-  if (lane == 0) {
-    mbar_expect_tx(&bar[0], (uint32_t)(BN * DP * sizeof(T)));
-    mbar_expect_tx(&bar[1], (uint32_t)(BN * DP * sizeof(T)));
-  }
-  __syncwarp();
-  if (lane >= BN / box) return;
-  const int r = lane * box;
+  constexpr int OPS_BOX = tma_ops_box<DP>::value;
+  const int r = (op / OPS_BOX) * box, which = op % OPS_BOX, h = which % (DP / 64);
+  const bool is_v = which >= DP / 64;
   int32_t row, kb3, vb3;
   if (g.pages == nullptr) {
     row = (int32_t)(s.k0 + j0), kb3 = g.k.sb == 0 ? 0 : b, vb3 = g.v.sb == 0 ? 0 : b;
@@ -243,14 +248,8 @@ __device__ __forceinline__ void tma_kv(T *kb, T *vb, const CUtensorMap *tk, cons
     const int32_t p = in_pool(g, page);
     row = (j0 + r) % g.page_size, kb3 = vb3 = p < 0 ? (int32_t)g.num_pages : p;
   }
-#pragma unroll
-  for (int h = 0; h < DP / 64; ++h) {
-    tma_load_4d(kb + tile_at<DP, true>(r, h * 64, BN), tk, &bar[0], h * 64, row, hk, kb3);
-  }
-#pragma unroll
-  for (int h = 0; h < DP / 64; ++h) {
-    tma_load_4d(vb + tile_at<DP, true>(r, h * 64, BN), tv, &bar[1], h * 64, row, hk, vb3);
-  }
+  if (!is_v) tma_load_4d(kb + tile_at<DP, true>(r, h * 64, BN), tk, &bar[0], h * 64, row, hk, kb3);
+  else tma_load_4d(vb + tile_at<DP, true>(r, h * 64, BN), tv, &bar[1], h * 64, row, hk, vb3);
 }
 
 /* Zeros V's rows [r0, BN) of a stage (rows past the sequence that TMA read from inside the
@@ -392,7 +391,9 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
    * tma_box > 0), a K and a V barrier a stage where the paged rows' offsets would be; else
    * cp.async */
   const bool tma = WG && tma_box > 0;
-  const int boxes = tma ? BN / tma_box : 0; /* the lanes of warp 0 that issue a tile's boxes */
+  /* a tile's TMA copies (tma_kv_op), thread my_op's one of them after the first tiles */
+  const int tma_ops = tma ? BN / tma_box * tma_ops_box<DP>::value : 0;
+  const int my_op = lane * C::WARPS + warp;
   uint64_t *bars = reinterpret_cast<uint64_t *>(kv_rows);
   (void)bars; /* read by sm_90a's code only */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -427,10 +428,14 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     if (tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       if constexpr (WG) {
-        if (warp == 0 && ta + st < tb) {
+        if (warp == 0 && ta + st < tb) { /* warp 0 alone, once: armed, then a copy a lane */
           const int j0 = (ta + st) * BN;
-          tma_kv<T, DP, BN>(kb, kb + BN * DP, &tk, &tv, &bars[2 * st], g, b, s, hk, j0, tma_box,
-                            lane < boxes ? box_page(g, b, s, j0 + lane * tma_box) : -1);
+          if (lane == 0) tma_kv_arm<T, DP, BN>(&bars[2 * st]);
+          __syncwarp();
+          if (lane < tma_ops) {
+            tma_kv_op<T, DP, BN>(kb, kb + BN * DP, &tk, &tv, &bars[2 * st], g, b, s, hk, j0, tma_box,
+                                 box_page(g, b, s, j0 + (lane / tma_ops_box<DP>::value) * tma_box), lane);
+          }
         }
       }
 #endif
@@ -442,9 +447,10 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
     }
   }
   paged_rows next; /* the next tile to copy, a trip ahead (paged calls) */
-  int32_t box_next = -1; /* TMA: the page of this lane's box of the next tile, a trip ahead */
+  int32_t box_next = -1; /* TMA: the page of my_op's box of the next tile, a trip ahead */
+  const int my_row = tma ? (my_op / tma_ops_box<DP>::value) * tma_box : 0; /* its box's first row in a tile */
   if (tma) {
-    if (warp == 0 && lane < boxes && ta + AHEAD < tb) box_next = box_page(g, b, s, (ta + AHEAD) * BN + lane * tma_box);
+    if (my_op < tma_ops && ta + AHEAD < tb) box_next = box_page(g, b, s, (ta + AHEAD) * BN + my_row);
   } else {
     next.read(g, b, (ta + AHEAD) * BN, ta + AHEAD < tb ? s.sk : 0, BN);
     if (C::Q_IN_RING) next.put(g, (ta + AHEAD) * BN, kv_rows + ((ta + AHEAD) % 2) * 2 * BN, BN);
@@ -478,6 +484,13 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
       if constexpr (WG) sm90::fence_proxy_async(); /* the copies' rows, for wgmma's reads */
 #endif
     }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) { /* the stage this trip refills, armed before the barrier that frees it */
+      if (tma && threadIdx.x == 0 && (C::Q_IN_RING || t > ta) && t + STAGES - 1 < tb) {
+        tma_kv_arm<T, DP, BN>(&bars[2 * ((t + STAGES - 1 - ta) % STAGES)]);
+      }
+    }
+#endif
     __syncthreads();
     if constexpr (C::HOIST_Q) {
       if (t == ta) {
@@ -499,10 +512,10 @@ __global__ void __launch_bounds__(cfg<T, DP, BM>::THREADS, cfg<T, DP, BM>::PER_S
       if (tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         if constexpr (WG) {
-          if (warp == 0 && nt < tb) {
-            tma_kv<T, DP, BN>(kb, kb + BN * DP, &tk, &tv, &bars[2 * ((nt - ta) % STAGES)], g, b, s, hk, nt * BN,
-                              tma_box, box_next);
-            box_next = lane < boxes && nt + 1 < tb ? box_page(g, b, s, (nt + 1) * BN + lane * tma_box) : -1;
+          if (my_op < tma_ops && nt < tb) {
+            tma_kv_op<T, DP, BN>(kb, kb + BN * DP, &tk, &tv, &bars[2 * ((nt - ta) % STAGES)], g, b, s, hk, nt * BN,
+                                 tma_box, box_next, my_op);
+            box_next = nt + 1 < tb ? box_page(g, b, s, (nt + 1) * BN + my_row) : -1;
           }
         }
 #endif

@@ -310,8 +310,6 @@ static void split_grid(const opsi_problem *p, int dp, int bm, int per_sm, opsi_g
   /* a kernel wider than the head dim holds fewer blocks an SM: less of the stream in flight */
   if (head_pad > 1.0) e->bytes_factor *= head_pad;
   e->launches = parts > 1 && !split_clustered(p, bm, per_sm, parts) ? 2 : 1;
-  /* the TMA kernel's boxes of pages under 64 keys */
-  e->stream_factor = opsi_sdpa_split_stream_factor(dp, bm, p->sm, (p->flags & OPSI_F_PAGED) ? p->page_size : 0);
 }
 
 #define SDPA_SPLIT_FNS(ID, NAME, D, BM)                                                                      \

@@ -57,20 +57,13 @@
 /* Rows of a TMA box of K / V for the _d128_m64 kernel on sm_90a (0: cp.async): a tile's 64 rows
  * in one box where the cache is contiguous; paged, the largest power of two <= 64 that divides
  * the page size, so that no box crosses a page, taken where it is a multiple of 8 (a box starts
- * on a swizzle atom's first row, and warp 0's lanes issue at most 8 a tile). */
+ * on a swizzle atom's first row; at most 8 boxes, 32 copies a tile, one a lane of warp 0 where
+ * it issues a tile alone). */
 static inline int32_t opsi_sdpa_split_tma_box(int dp, int bm, int32_t sm, int64_t page_size) {
   if (!OPSI_SDPA_SPLIT_WGMMA(dp, bm) || sm < 90) return 0;
   if (page_size <= 0) return 64;
   const int64_t low = page_size & -page_size;
   return low >= 64 ? 64 : low >= 8 ? (int32_t)low : 0;
-}
-/* The cost of a paged call's smaller boxes (the cost model's stream factor of the row): each box
- * a tile's 64-column half takes beyond one slows the TMA kernel's stream by this fraction (fitted
- * on the H100 from pages of 16 against 64: bench/RESULTS.md). */
-#define OPSI_SDPA_SPLIT_TMA_BOX_COST 0.047
-static inline double opsi_sdpa_split_stream_factor(int dp, int bm, int32_t sm, int64_t page_size) {
-  const int32_t box = opsi_sdpa_split_tma_box(dp, bm, sm, page_size);
-  return box > 0 && box < 64 ? 1.0 + OPSI_SDPA_SPLIT_TMA_BOX_COST * (double)(64 / box - 1) : 1.0;
 }
 /* dynamic shared memory of a block, bytes */
 #define OPSI_SDPA_SPLIT_SMEM(BM, BN, DP, STAGES)                                                          \

@@ -175,15 +175,14 @@ static void decode_against_a_paged_cache(void **state) {
 }
 
 /* Paged decode on sm_90 with pages under 64 keys: the TMA kernel (_d128_m64) loads a box a page
- * run and a 64-column half, and its stream slows with the boxes (the row's stream factor, which
- * explain prints). B64 kv4k Sq 1 (GQA 32:8, d128): pages of 16 go to _m16, pages of 64 and the
- * dense cache to _m64 (H100, bench/RESULTS.md: 435.5 against 401.1 us with pages of 16; 381.4
- * against 395.0 with 64; dense 374.4 against 382.7). */
-static void small_pages_slow_the_tma_kernel(void **state) {
+ * run and a 64-column half, its copies spread over the warps, and streams pages of 16 as fast as
+ * a dense cache, so the model gives the boxes no cost of their own (no stream factor). B64 kv4k
+ * Sq 1 (GQA 32:8, d128): pages of 16, of 64 and the dense cache all go to _m64 (H100,
+ * bench/RESULTS.md, section "Session 42", both pinned: 378.8 against 387.6 us with pages of 16;
+ * 373.6 against 385.7 with 64). */
+static void small_pages_cost_the_tma_kernel_nothing(void **state) {
   (void)state;
   static const int64_t pages[3] = {0, 16, 64};
-  static const char *const want[3] = {"cuda_sdpa_split_d128_m64", "cuda_sdpa_split_d128_m16",
-                                      "cuda_sdpa_split_d128_m64"};
   ops_sdpa_params p;
   ops_sdpa_params_init(&p);
   ops_explain e;
@@ -197,13 +196,8 @@ static void small_pages_slow_the_tma_kernel(void **state) {
     ops_tensor lens = desc(OPS_DTYPE_I32, dev, 1, ls), table = desc(OPS_DTYPE_I32, dev, 2, ts);
     p.kv_lens = &lens, p.block_table = pg > 0 ? &table : NULL;
     OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
-    assert_string_equal(chosen_name(&e), want[i]);
-    const char *m64 = verdict_of(&e, "cuda_sdpa_split_d128_m64")->message;
-    if (pg == 16) {
-      assert_non_null(strstr(m64, "stream x1.14"));
-    } else {
-      assert_null(strstr(m64, "stream x"));
-    }
+    assert_string_equal(chosen_name(&e), "cuda_sdpa_split_d128_m64");
+    assert_null(strstr(verdict_of(&e, "cuda_sdpa_split_d128_m64")->message, "stream x"));
     assert_null(strstr(verdict_of(&e, "cuda_sdpa_split_d128_m16")->message, "stream x"));
     ops_handle_destroy(v);
   }
@@ -772,7 +766,7 @@ int main(void) {
       cmocka_unit_test(d64_rows_by_the_tiles_work),
       cmocka_unit_test(deterministic_rows_never_undercut_their_twins),
       cmocka_unit_test(decode_against_a_paged_cache),
-      cmocka_unit_test(small_pages_slow_the_tma_kernel),
+      cmocka_unit_test(small_pages_cost_the_tma_kernel_nothing),
       cmocka_unit_test(short_decode_merges_in_a_cluster),
       cmocka_unit_test(launch_variants_are_rows_or_plans),
       cmocka_unit_test(prefill_goes_to_prefill_kernels),

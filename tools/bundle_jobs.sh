@@ -57,7 +57,9 @@
 # (127 s) and test_native_torch.py under memcheck.
 # Session 42 (2026-11-27): ops 308 s beside memcheck of rope*, sdpa_split_merge and
 # sdpa_kv_cache, then racecheck of sdpa_split_merge and rope_cache_append (106 s in all),
-# then the Python tests (38 s).
+# then the Python tests (38 s); later ops 289 s beside memcheck and racecheck of
+# sdpa_split_merge and sdpa_kv_cache, and 354 s beside memcheck of those and rope*, a
+# racecheck of sdpa_split_merge and the Python tests.
 # Three calls cover the rest:
 #   jobs.sh ops compare others;  jobs.sh ops-memcheck ops-racecheck='sdpa*' ops-racecheck='every*';
 #   jobs.sh ops-racecheck='gemm*' ops-racecheck='rows*' ops-racecheck=reductions \

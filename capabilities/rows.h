@@ -55,15 +55,13 @@ typedef struct opsi_tiling {
 typedef const char *(*opsi_plan_fn)(const opsi_problem *problem);
 
 /* A launch the tiling cannot state (split-KV: packed rows, a part count from the device),
- * for the cost model: its blocks and kernels, the padding of its math, its memory traffic over
- * the op's minimal bytes, and its stream's time against its row's rate otherwise (a load path
- * that the calibration's shapes did not take; it applies calibrated or not). */
+ * for the cost model: its blocks and kernels, the padding of its math and its memory traffic over
+ * the op's minimal bytes. */
 typedef struct opsi_grid_estimate {
   double blocks;
   double pad_factor;   /* >= 1 */
   double bytes_factor; /* multiplies the row's bytes_factor */
   int32_t launches;    /* kernels a call launches */
-  double stream_factor; /* multiplies the memory time, >= 1 */
 } opsi_grid_estimate;
 typedef void (*opsi_grid_fn)(const opsi_problem *problem, opsi_grid_estimate *estimate);
 

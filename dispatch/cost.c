@@ -13,7 +13,7 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const opsi_machine *m = opsi_machine_for(p->backend, dev->sm_version);
   opsi_work(p, &c->bytes, &c->flops);
   const double eff = r->efficiency > 0.0f ? (double)r->efficiency : 1.0;
-  opsi_grid_estimate ge = {1.0, 1.0, 1.0, 1, 1.0};
+  opsi_grid_estimate ge = {1.0, 1.0, 1.0, 1};
   const int by_fn = r->backend == OPS_DEVICE_CUDA && r->grid != NULL;
   if (by_fn) r->grid(p, &ge);
   const double bytes_factor = (r->bytes_factor > 0.0f ? (double)r->bytes_factor : 1.0) * ge.bytes_factor;
@@ -25,9 +25,7 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const opsi_calibration *cal = c->calibration;
   const double mem_eff = r->mem_efficiency > 0.0f ? (double)r->mem_efficiency : eff;
   c->mem_efficiency = mem_eff;
-  c->stream_factor = ge.stream_factor > 1.0 ? ge.stream_factor : 1.0;
-  c->mem_us = c->stream_factor *
-              (cal != NULL ? c->bytes / (cal->gbps * 1e3) : c->bytes * bytes_factor / (m->mem_gbps * 1e3 * mem_eff));
+  c->mem_us = cal != NULL ? c->bytes / (cal->gbps * 1e3) : c->bytes * bytes_factor / (m->mem_gbps * 1e3 * mem_eff);
   c->math_us = cal != NULL && cal->tflops > 0.0 ? c->flops / (cal->tflops * 1e6)
                : rate > 0.0                     ? c->flops / (rate * 1e6 * eff)
                                                 : INFINITY;
@@ -73,12 +71,10 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
 }
 
 void opsi_format_cost(const opsi_cost *c, char *buf, size_t n) {
-  char stream[24] = "";
-  if (c->stream_factor > 1.0) snprintf(stream, sizeof stream, ", stream x%.2f", c->stream_factor);
   const int used = snprintf(buf, n,
-                            "memory %.2f us (%.4g MB%s), math %.2f us (%.4g GFLOP), waves %.0f x%.2f (%.0f blocks), "
+                            "memory %.2f us (%.4g MB), math %.2f us (%.4g GFLOP), waves %.0f x%.2f (%.0f blocks), "
                             "padding x%.2f, launch %.1f us",
-                            c->mem_us, c->bytes / 1e6, stream, c->math_us, c->flops / 1e9, c->waves,
+                            c->mem_us, c->bytes / 1e6, c->math_us, c->flops / 1e9, c->waves,
                             c->wave_factor, c->blocks, c->pad_factor, c->launch_us);
   if (used < 0 || (size_t)used >= n) return;
   if (c->twin_name != NULL && c->calibration != NULL) { /* in place of the calibration's name: a

@@ -24,7 +24,6 @@
 typedef struct opsi_cost {
   double bytes, flops;    /* the op's minimal work */
   double mem_us, math_us; /* at the row's efficiency, before quantization */
-  double stream_factor;   /* the row's load path against its fitted rate (rows.h), in mem_us */
   double blocks;          /* the launch's blocks (1 for a row without tiling) */
   double waves;           /* ceil(blocks / resident slots) */
   double wave_factor;     /* waves x slots / blocks, >= 1 */

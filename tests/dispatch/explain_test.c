@@ -176,7 +176,7 @@ static void decode_against_a_paged_cache(void **state) {
 
 /* Paged decode on sm_90 with pages under 64 keys: the TMA kernel (_d128_m64) loads a box a page
  * run and a 64-column half, its copies spread over the warps, and streams pages of 16 as fast as
- * a dense cache, so the model gives the boxes no cost of their own (no stream factor). B64 kv4k
+ * a dense cache, so the model gives the boxes no cost of their own. B64 kv4k
  * Sq 1 (GQA 32:8, d128): pages of 16, of 64 and the dense cache all go to _m64 (H100,
  * bench/RESULTS.md, section "Session 42", both pinned: 378.8 against 387.6 us with pages of 16;
  * 373.6 against 385.7 with 64). */

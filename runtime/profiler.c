@@ -72,6 +72,9 @@ int opsi_profile_begin(ops_handle h, opsi_profile_token *tok) {
     tok->host_start = opsi_host_us();
     return 1;
   }
+  /* a launch captured into a CUDA graph runs when the graph does; polling the ring's events
+   * here would end the capture (an event query is not allowed while the stream captures) */
+  if (opsi_stream_capturing(h)) return 0;
   static _Thread_local pending done[RING];
   pthread_mutex_lock(&p->lock);
   int n = collect(p, done, 0);

@@ -190,7 +190,8 @@ typedef void (*ops_profile_fn)(const ops_profile_record *record, void *user);
  * comes from events recorded around the launch; records are delivered when the events
  * have completed (checked, without waiting, at later op calls on the handle, and waited
  * for by ops_handle_flush_profiler and ops_handle_destroy), so profiling never makes an op
- * synchronize the host. fn == NULL turns profiling off. OPSLIB_PROFILE=<file> at handle
+ * synchronize the host. A call issued while the handle's stream captures a CUDA graph is not
+ * recorded (it runs when the graph is launched). fn == NULL turns profiling off. OPSLIB_PROFILE=<file> at handle
  * creation installs a profiler that appends one JSON object per line to <file>.
  * Each launch is also named by an NVTX range (the kernel's name) for Nsight.
  * Errors: OPS_ERR_NULL_POINTER (handle), OPS_ERR_CUDA. */

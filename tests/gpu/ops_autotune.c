@@ -150,6 +150,43 @@ static void autotune_times_eagerly_and_never_in_capture(gcall *c, void **mem) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
+/* A handle with a profiler, a call on it still pending in the profiler's ring, then the same
+ * call captured into a CUDA graph: the capture holds (the profiler leaves a captured call
+ * unrecorded instead of polling its ring's events, which would end the capture), the replays
+ * are right, and only the eager call is recorded. */
+static void profiler_leaves_captured_calls_unrecorded(gcall *c, void **mem) {
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  OPST_OK(ops_handle_set_stream(h, stream));
+  plan_seen seen;
+  memset(&seen, 0, sizeof seen);
+  OPST_OK(ops_handle_set_profiler(h, on_plan, &seen));
+  upload(c, mem);
+  OPST_OK(c->run(h, c, NULL, 0, NULL, NULL)); /* recorded once its events complete */
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  OPST_OK(c->run(h, c, NULL, 0, NULL, NULL));
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    upload(c, mem);
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    expect_reference(c, mem, "captured with a profiler on the handle");
+  }
+  OPST_OK(ops_handle_flush_profiler(h));
+  assert_int_equal(seen.records, 1);
+  printf("[ PROFILER ] %s: captured beside a pending record; 2 replays right, 1 record (the eager call)\n",
+         c->label);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  ops_handle_destroy(h);
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
 void autotune_and_launch_plans(void **state) {
   (void)state;
   if (!g_have_cuda) {
@@ -168,6 +205,7 @@ void autotune_and_launch_plans(void **state) {
   }
   launch_plans_are_the_ones_that_ran(&c, mem);
   autotune_times_eagerly_and_never_in_capture(&c, mem);
+  profiler_leaves_captured_calls_unrecorded(&c, mem);
   for (int i = 0; i < c.n; ++i) cudaFree(mem[i]);
   free_call(&c);
 }

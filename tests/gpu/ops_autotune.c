@@ -94,15 +94,22 @@ static void launch_plans_are_the_ones_that_ran(gcall *c, void **mem) {
   ops_handle_destroy(h);
 }
 
+/* A new handle on the device, its ops on a new non-blocking stream (*stream), where a graph
+ * can be captured. */
+static ops_handle handle_on_new_stream(cudaStream_t *stream) {
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
+  CUDA_OK(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+  OPST_OK(ops_handle_set_stream(h, *stream));
+  return h;
+}
+
 /* With OPS_AUTOTUNE_MEASURE: no timing during stream capture (the graph replays the model's
  * kernel and its result is right), then the first eager run times the candidates, keeps the
  * fastest, and explain and the profiler say so. */
 static void autotune_times_eagerly_and_never_in_capture(gcall *c, void **mem) {
-  ops_handle h = NULL;
-  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
   cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  OPST_OK(ops_handle_set_stream(h, stream));
+  ops_handle h = handle_on_new_stream(&stream);
   OPST_OK(ops_handle_set_autotune(h, OPS_AUTOTUNE_MEASURE));
   plan_seen seen;
   memset(&seen, 0, sizeof seen);
@@ -155,11 +162,8 @@ static void autotune_times_eagerly_and_never_in_capture(gcall *c, void **mem) {
  * unrecorded instead of polling its ring's events, which would end the capture), the replays
  * are right, and only the eager call is recorded. */
 static void profiler_leaves_captured_calls_unrecorded(gcall *c, void **mem) {
-  ops_handle h = NULL;
-  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
   cudaStream_t stream;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  OPST_OK(ops_handle_set_stream(h, stream));
+  ops_handle h = handle_on_new_stream(&stream);
   plan_seen seen;
   memset(&seen, 0, sizeof seen);
   OPST_OK(ops_handle_set_profiler(h, on_plan, &seen));

@@ -213,7 +213,7 @@ __device__ __forceinline__ int32_t box_page(const sdpa_geom &g, int b, const sdp
 }
 
 /* The TMA copies of a box (_d128_m64): K's and V's 64-column halves. */
-template <int DP> struct tma_ops_box { static constexpr int value = 2 * (DP / 64); }; /* K's and V's halves */
+template <int DP> struct tma_ops_box { static constexpr int value = 2 * (DP / 64); };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* K and V rows [j0, j0 + BN) into one ring stage by TMA (_d128_m64 on sm_90a), as TMA_OPS(BN /

@@ -197,8 +197,6 @@ static void small_pages_cost_the_tma_kernel_nothing(void **state) {
     p.kv_lens = &lens, p.block_table = pg > 0 ? &table : NULL;
     OPST_OK(ops_sdpa_explain(v, &p, &q, &k, &k, &q, NULL, &e));
     assert_string_equal(chosen_name(&e), "cuda_sdpa_split_d128_m64");
-    assert_null(strstr(verdict_of(&e, "cuda_sdpa_split_d128_m64")->message, "stream x"));
-    assert_null(strstr(verdict_of(&e, "cuda_sdpa_split_d128_m16")->message, "stream x"));
     ops_handle_destroy(v);
   }
 }

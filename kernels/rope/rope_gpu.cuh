@@ -59,6 +59,12 @@ __device__ __forceinline__ void rope_cos_sin(double position, double f, float *c
   sincosf(static_cast<float>(r), s, c);
 }
 
+/* The pair (a, b) rotated by the angle whose cosine and sine are c and s: (a c - b s, b c + a s),
+ * the one rotation of both styles (NeoX pairs i and i + rotary_dim / 2, GPT-J 2i and 2i + 1). */
+__device__ __forceinline__ float2 rope_pair(float a, float b, float c, float s) {
+  return make_float2(a * c - b * s, b * c + a * s);
+}
+
 template <typename T, int VEC> struct rope_io {
   static __device__ __forceinline__ void load(const T *p, float (&x)[VEC]) {
     if constexpr (VEC == 1) {
@@ -110,8 +116,8 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
       io::load(ih + (i + half) * isd, x2);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        y1[j] = x1[j] * cs[i + j] - x2[j] * sn[i + j];
-        y2[j] = x2[j] * cs[i + j] + x1[j] * sn[i + j];
+        const float2 y = rope_pair(x1[j], x2[j], cs[i + j], sn[i + j]);
+        y1[j] = y.x, y2[j] = y.y;
       }
       io::store(oh + i * osd, y1);
       io::store(oh + (i + half) * osd, y2);
@@ -120,8 +126,8 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
         float x1[1], x2[1], y1[1], y2[1];
         io::load(ih + 2 * k * isd, x1);
         io::load(ih + (2 * k + 1) * isd, x2);
-        y1[0] = x1[0] * cs[k] - x2[0] * sn[k];
-        y2[0] = x2[0] * cs[k] + x1[0] * sn[k];
+        const float2 y = rope_pair(x1[0], x2[0], cs[k], sn[k]);
+        y1[0] = y.x, y2[0] = y.y;
         io::store(oh + 2 * k * osd, y1);
         io::store(oh + (2 * k + 1) * osd, y2);
       } else {
@@ -130,9 +136,8 @@ __device__ __forceinline__ void rope_token(const rope_gpu_geom &g, const rope_gp
         io::load(ih + d, x);
 #pragma unroll
         for (int j = 0; j < VEC; j += 2) {
-          const int i = d / 2 + j / 2;
-          y[j] = x[j] * cs[i] - x[j + 1] * sn[i];
-          y[j + 1] = x[j + 1] * cs[i] + x[j] * sn[i];
+          const float2 r = rope_pair(x[j], x[j + 1], cs[d / 2 + j / 2], sn[d / 2 + j / 2]);
+          y[j] = r.x, y[j + 1] = r.y;
         }
         io::store(oh + d, y);
       }
@@ -246,10 +251,8 @@ __device__ __forceinline__ uint4 rotate_vec(const rope_gpu_geom &g, uint4 raw, u
   if (g.style == OPS_ROPE_GPTJ) {
 #pragma unroll
     for (int j = 0; j < VEC; j += 2) {
-      const int i = d / 2 + j / 2;
-      const float a = to_f(x.v[j]), b = to_f(x.v[j + 1]);
-      y.v[j] = from_f<T>(a * cs[i] - b * sn[i]);
-      y.v[j + 1] = from_f<T>(b * cs[i] + a * sn[i]);
+      const float2 r = rope_pair(to_f(x.v[j]), to_f(x.v[j + 1]), cs[d / 2 + j / 2], sn[d / 2 + j / 2]);
+      y.v[j] = from_f<T>(r.x), y.v[j + 1] = from_f<T>(r.y);
     }
   } else {
     const bool first = d < half; /* x is the pair's first element, o its second; or the other way */
@@ -257,7 +260,7 @@ __device__ __forceinline__ uint4 rotate_vec(const rope_gpu_geom &g, uint4 raw, u
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const float a = to_f(x.v[j]), b = to_f(o.v[j]);
-      y.v[j] = from_f<T>(first ? a * cs[i0 + j] - b * sn[i0 + j] : a * cs[i0 + j] + b * sn[i0 + j]);
+      y.v[j] = from_f<T>(first ? rope_pair(a, b, cs[i0 + j], sn[i0 + j]).x : rope_pair(b, a, cs[i0 + j], sn[i0 + j]).y);
     }
   }
   return *reinterpret_cast<uint4 *>(&y);

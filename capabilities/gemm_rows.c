@@ -21,6 +21,14 @@
 #define SM90_EFF_192 0.78f
 #define SM90_EFF_128 0.76f
 #define SM90_EFF_64 0.70f
+/* The consumers' second mode by BN (gemm_shape.h's opsi_gemm_sm90_wide), in words: */
+#define SM90_WIDE_WORDS                                                                                     \
+  "; unsplit calls with M over 64: a 128-row tile a warpgroup, two wgmma halves a k16 step (the first "    \
+  "queued while the previous K block is waited for and its stage handed back), the block's tiles in turn"
+#define SM90_WIDE_256 ""
+#define SM90_WIDE_192 ""
+#define SM90_WIDE_128 SM90_WIDE_WORDS
+#define SM90_WIDE_64 SM90_WIDE_WORDS
 #define SM90_ROW(ID, NAME, BN)                                                                                 \
   SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
              OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_##BN),
@@ -42,7 +50,7 @@
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of A / B K blocks into a " \
                                 #STAGES "-stage ring"},                                                     \
                 {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT             \
-                                 " groups left at a stage's hand-back), fused epilogue"}},                    \
+                                 " groups left at a stage's hand-back), fused epilogue" SM90_WIDE_##BN}},     \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
                      "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup "     \
@@ -50,13 +58,21 @@
                      "64x32 f32 staging (rows padded to 40), and " #BN " 16-bit column-bias values; "           \
                      "full/empty mbarrier a stage",                                                          \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
-      .workspace_formula = "0", .plan = sm90_plan,                                                           \
+      .workspace_formula = "0", .plan = sm90_plan_##BN,                                                      \
   }
 
-/* How D is stored: the problem's extra[0] (opsi_gemm_sm90_d_tma). */
-static const char *sm90_plan(const opsi_problem *p) {
+/* How D is stored (the problem's extra[0], opsi_gemm_sm90_d_tma) and whether a warpgroup takes
+ * a whole tile (opsi_gemm_sm90_wide; parts: the call's K split, 1 for the unsplit rows). */
+static const char *sm90_plan(const opsi_problem *p, int32_t bn, int32_t parts) {
+  if (opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts)) {
+    return p->extra[0] ? OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE : OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE;
+  }
   return p->extra[0] ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
 }
+#define SM90_FNS(ID, NAME, BN) \
+  static const char *sm90_plan_##BN(const opsi_problem *p) { return sm90_plan(p, BN, 1); }
+OPSI_GEMM_SM90_KERNELS(SM90_FNS)
+#undef SM90_FNS
 
 /* The split-K rows (gemm_kernels.h's OPSI_GEMM_SM90_SPLITK_KERNELS): the same kernel, its K
  * split where the tiles fill too few SMs (gemm_shape.h), as the launcher takes it: the
@@ -68,7 +84,7 @@ static int32_t splitk_parts(const opsi_problem *p, int32_t bn) {
 
 static const char *splitk_plan(const opsi_problem *p, int32_t bn) {
   const int32_t parts = splitk_parts(p, bn);
-  return parts > 1 ? opsi_gemm_splitk_plan(parts) : sm90_plan(p);
+  return parts > 1 ? opsi_gemm_splitk_plan(parts) : sm90_plan(p, bn, parts);
 }
 
 /* Units (tiles x parts) on the grid, one launch. */

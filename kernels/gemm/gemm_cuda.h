@@ -15,6 +15,11 @@ extern "C" {
  * contiguous, with a 16-bit D), else by the threads. */
 #define OPSI_GEMM_SM90_PLAN_TMA_STORE "persistent; D stored by TMA from swizzled shared memory"
 #define OPSI_GEMM_SM90_PLAN_THREAD_STORE "persistent; D stored by the threads"
+/* The same where one consumer warpgroup computes a whole tile (opsi_gemm_sm90_wide). */
+#define OPSI_GEMM_SM90_PLAN_WIDE " a 128-row tile a consumer warpgroup, the two in turn;"
+#define OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE \
+  "persistent," OPSI_GEMM_SM90_PLAN_WIDE " D stored by TMA from swizzled shared memory"
+#define OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE "persistent," OPSI_GEMM_SM90_PLAN_WIDE " D stored by the threads"
 
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major:
  * opsi_gemm_cuda_sm90_128x256, _128x128, _128x64 (gemm_kernels.h). */

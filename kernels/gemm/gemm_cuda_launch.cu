@@ -133,6 +133,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   ks.kb_per_part = (int32_t)((kblocks + ks.parts - 1) / ks.parts);
   ks.a_bytes = a_rows * opsi::sm90::BK * 2;
   const int d_tma = encode_store_map(&md, a, g) ? 1 : 0;
+  const int wide = opsi_gemm_sm90_wide(BN, g.m, ks.parts);
   const int64_t units = order.tiles * ks.parts; /* split: every unit its own block, within a wave */
   const int grid = (int)(ks.parts > 1 || units < ctx->sm_count ? units : ctx->sm_count);
   const int pairs = (pair_view(g.d, g.batch, g.d_dtype) ? 1 : 0) |
@@ -144,7 +145,8 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
 #define OPSI_SM90_LAUNCH(T, B_MN) \
-  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, grid, stream)
+  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, wide, grid, \
+                                            stream)
   if (a->a.dtype == OPS_DTYPE_BF16) {
     e = b_mn ? OPSI_SM90_LAUNCH(__nv_bfloat16, true) : OPSI_SM90_LAUNCH(__nv_bfloat16, false);
   } else {
@@ -157,6 +159,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
   ctx->info->cluster = ks.parts > 1 ? ks.parts : 0;
   ctx->info->plan = ks.parts > 1 ? opsi_gemm_splitk_plan(ks.parts)
+                    : wide       ? (d_tma ? OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE : OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE)
                     : d_tma      ? OPSI_GEMM_SM90_PLAN_TMA_STORE
                                  : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
   return opsi::launch_status(ctx, e);

@@ -35,6 +35,15 @@
 #define OPSI_GEMM_SM90_IN_FLIGHT_64 1
 #define OPSI_GEMM_SM90_IN_FLIGHT_SPLIT 1
 #define OPSI_GEMM_SM90_IN_FLIGHT(BN) OPSI_GEMM_SM90_BY_WIDTH(OPSI_GEMM_SM90_IN_FLIGHT, BN)
+/* One consumer warpgroup a tile (gemm_sm90_mma.cuh's mma_wide): where a tile's accumulators
+ * fit one warpgroup's registers (BN <= WIDE_MAX_BN: two 64-row halves, BN floats a thread), the
+ * call is unsplit and M is over 64 (else the tile's second half holds no rows, and the two
+ * 64-row consumers run it, one handing its stages back unread). The two consumer warpgroups
+ * then take a block's tiles in turn, one's epilogue under the other's mainloop. */
+#define OPSI_GEMM_SM90_WIDE_MAX_BN 128
+static inline int opsi_gemm_sm90_wide(int32_t bn, int64_t m, int32_t parts) {
+  return bn <= OPSI_GEMM_SM90_WIDE_MAX_BN && parts == 1 && m > 64;
+}
 /* a consumer warpgroup's epilogue memory: two 64 x 64 16-bit TMA store buffers */
 #define OPSI_GEMM_SM90_EPI_WG_BYTES (2 * 64 * 64 * 2)
 /* dynamic shared memory: swizzle-atom slack, the stages (A BM x BK, B BN x BK, 16-bit), two

@@ -8,7 +8,9 @@
  * The ring's state is ring_iter (kernels/common/sm90_async.cuh).
  *
  * Warpgroup 0 is the producer (setmaxnreg LOAD_REGS, gemm_shape.h; one thread issues);
- * warpgroups 1 and 2 are the consumers (setmaxnreg MMA_REGS), 64 rows of the tile each. Tiles
+ * warpgroups 1 and 2 are the consumers (setmaxnreg MMA_REGS), 64 rows of the tile each, or,
+ * where gemm_shape.h's opsi_gemm_sm90_wide says (`wide`: tiles of up to 128 columns, unsplit,
+ * M over 64), a whole tile each, taking the block's tiles in turn. Tiles
  * are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM; a
  * consumer whose 64 rows lie wholly past M hands its stages back unread. Split-K (k_split,
  * gemm_shape.h): a block is one K range of a tile, the ranges of a tile one cluster, whose
@@ -75,7 +77,8 @@ template <typename T, int BN, bool B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const gemm_geom g, const tile_order order,
-                     const k_split ks, int32_t a_batched, int32_t b_batched, int32_t pairs, int32_t d_tma) {
+                     const k_split ks, int32_t a_batched, int32_t b_batched, int32_t pairs, int32_t d_tma,
+                     int32_t wide) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = cfg<BN>;
   extern __shared__ uint8_t smem_raw[];
@@ -86,7 +89,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(&sm.full[s], 1);
-      mbar_init(&sm.empty[s], 8); /* one arrival per consumer warp */
+      mbar_init(&sm.empty[s], wide ? 4 : 8); /* one arrival per consumer warp that reads the stage */
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -109,9 +112,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_MMA_REGS));
-    const int cw = wg - 1; /* rows cw * 64 .. of the tile */
+    const int cw = wg - 1; /* rows cw * 64 .. of the tile, or (wide) its tiles of the block */
     ring_iter<C::STAGES> ring;
-    float acc[BN / 2];
     /* a column bias vector read in pairs (see pair_epilogue): each tile's is loaded before
      * its mainloop */
     const bool bias_vec = g.bias.p != nullptr && g.bias.sr == 0 && g.bias.sc == 1 && (pairs & 2);
@@ -120,6 +122,42 @@ __global__ void __launch_bounds__(THREADS, 1)
                      : g.bias.p == nullptr                           ? EPI_ACT
                      : bias_vec                                      ? EPI_BIAS_VEC
                                                                      : EPI_GENERAL;
+    const auto bias_of = [&](int64_t bt, int32_t tn) -> uint32_t {
+      const int64_t col = (int64_t)tn * BN + 2 * (threadIdx.x % 128);
+      if (!bias_vec || 2 * (threadIdx.x % 128) >= BN || col + 1 >= g.n) return 0u;
+      return *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(g.bias.p) + bt * g.bias.sb + col);
+    };
+    if constexpr (BN <= OPSI_GEMM_SM90_WIDE_MAX_BN) {
+      if (wide) { /* unsplit (opsi_gemm_sm90_wide): a tile a warpgroup, the block's u-th to warpgroup u % 2 */
+        float lo_acc[BN / 2], hi_acc[BN / 2];
+        int u = 0;
+        for (tile_scheduler ts(order, 1); ts.valid(); ts.advance(), ++u) {
+          if ((u & 1) != cw) { /* the other warpgroup's tile: its stages pass by */
+            for (int kb = 0; kb < kblocks; ++kb) ring.advance();
+            continue;
+          }
+          /* named barriers 4 + cw: the other warpgroup's mainloop is done, so that this one waits
+           * on no stage more than one ring pass ahead */
+          if (u > 0) named_bar_sync(4 + cw, 256);
+          int64_t bt;
+          int32_t tm, tn;
+          ts.tile(&bt, &tm, &tn);
+          const int64_t row_base = (int64_t)tm * BM;
+          const uint32_t bias_pair = bias_of(bt, tn);
+          mma_wide<T, BN, B_MN>(sm, ring, kblocks, lane, lo_acc, hi_acc);
+          if (ts.t + gridDim.x < order.tiles) named_bar_arrive(4 + (cw ^ 1), 256);
+          epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, lo_acc, pairs,
+                            sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+          if (row_base + 64 < g.m) {
+            epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base + 64, (int64_t)tn * BN, hi_acc, pairs,
+                              sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+          }
+        }
+        if (threadIdx.x % 128 == 0) bulk_wait<0>(); /* the last TMA stores, before shared memory goes */
+        return;
+      }
+    }
+    float acc[BN / 2];
     for (tile_scheduler ts(order, ks.parts); ts.valid(); ts.advance()) {
       int64_t bt;
       int32_t tm, tn;
@@ -127,12 +165,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       ts.tile(&bt, &tm, &tn);
       ts.k_range(kblocks, ks.kb_per_part, &kb0, &kb1);
       const int64_t row_base = (int64_t)tm * BM + cw * 64;
-      uint32_t bias_pair = 0;
-      const int64_t bias_col = (int64_t)tn * BN + 2 * (threadIdx.x % 128);
-      if (ts.part() == 0 && bias_vec && 2 * (threadIdx.x % 128) < BN && bias_col + 1 < g.n) {
-        bias_pair = *reinterpret_cast<const uint32_t *>(static_cast<const uint16_t *>(g.bias.p) + bt * g.bias.sb +
-                                                        bias_col);
-      }
+      const uint32_t bias_pair = ts.part() == 0 ? bias_of(bt, tn) : 0u;
       constexpr int IN_FLIGHT = OPSI_GEMM_SM90_IN_FLIGHT(BN);
       if (row_base >= g.m) mma_skip<BN>(sm, ring, kb1 - kb0, lane, acc);
       else if (IN_FLIGHT == OPSI_GEMM_SM90_IN_FLIGHT_SPLIT || ks.parts == 1)
@@ -148,7 +181,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 #else
   (void)map_a, (void)map_b, (void)map_d, (void)g, (void)order, (void)ks, (void)a_batched, (void)b_batched,
-      (void)pairs, (void)d_tma;
+      (void)pairs, (void)d_tma, (void)wide;
   __trap();
 #endif
 }
@@ -158,7 +191,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 template <typename T, int BN, bool B_MN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_d,
                              const gemm_geom &g, const tile_order &order, const k_split &ks, int a_batched,
-                             int b_batched, int pairs, int d_tma, int grid, cudaStream_t stream) {
+                             int b_batched, int pairs, int d_tma, int wide, int grid, cudaStream_t stream) {
   const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
   const cudaError_t e = smem_optin(kernel, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
@@ -173,7 +206,8 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
   at[1].id = cudaLaunchAttributeClusterDimension;
   at[1].val.clusterDim.x = (unsigned)ks.parts, at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
   lc.attrs = at, lc.numAttrs = ks.parts > 1 ? 2 : 1;
-  return cudaLaunchKernelEx(&lc, kernel, map_a, map_b, map_d, g, order, ks, a_batched, b_batched, pairs, d_tma);
+  return cudaLaunchKernelEx(&lc, kernel, map_a, map_b, map_d, g, order, ks, a_batched, b_batched, pairs, d_tma,
+                            wide);
 }
 
 }  // namespace sm90
@@ -184,6 +218,6 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 #define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)                                                               \
   template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
-      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, cudaStream_t);
+      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, int, cudaStream_t);
 
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_ */

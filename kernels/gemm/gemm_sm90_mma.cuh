@@ -5,7 +5,7 @@
  * consumer warp) once its group has completed: right after it (IN_FLIGHT 0, gemm_shape.h's
  * OPSI_GEMM_SM90_IN_FLIGHT: one more stage in flight from the producer) or once the next K
  * block's group was issued (1: the warpgroup keeps its own group queued behind the running
- * one). The kernel picks the loop once a tile.
+ * one). The kernel picks the loop once a tile. mma_wide: one warpgroup, the whole tile.
  */
 #ifndef OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
 #define OPSLIB_KERNELS_GEMM_GEMM_SM90_MMA_CUH_
@@ -52,6 +52,53 @@ __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::
   }
   wgmma_wait<0>();
   fence_regs(acc);
+  if (prev >= 0 && lane == 0) mbar_arrive(&sm.empty[prev]);
+}
+
+/* The mainloop of a whole tile by one warpgroup (the kernel's `wide` calls): rows 0-63 into
+ * lo_acc, 64-127 into hi_acc, both from the stage's B. Per K block the first half's wgmma are
+ * committed as a group of their own, then the previous K block's second group is waited for
+ * (wgmma_wait<1>: every group but the newest complete) and its stage handed back, then the
+ * second half is issued: the tensor pipe always holds a queued half while the warpgroup hands
+ * a stage back and waits for the next. (A wait for all groups there would drain the first half
+ * too: ptxas closes a scoreboard group at every wait.) Rows past M are computed from whatever
+ * the stage holds there and never stored. */
+template <typename T, int BN, bool B_MN>
+__device__ __forceinline__ void mma_wide(const smem_plan<BN> &sm, ring_iter<cfg<BN>::STAGES> &ring, int kblocks,
+                                         int lane, float (&lo_acc)[BN / 2], float (&hi_acc)[BN / 2]) {
+  using C = cfg<BN>;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) lo_acc[i] = 0.0f, hi_acc[i] = 0.0f;
+  int prev = -1;
+  for (int kb = 0; kb < kblocks; ++kb) {
+    const int stage = ring.stage;
+    mbar_wait(&sm.full[stage], ring.phase);
+    const uint32_t sa = smem_addr(sm.stages + stage * C::STAGE_BYTES);
+    const uint32_t sb = smem_addr(sm.stages + stage * C::STAGE_BYTES + C::A_BYTES);
+    /* one half: the 64 rows from byte a_off of the stage's A, every k16 step of the K block */
+    const auto half = [&](float(&acc)[BN / 2], uint32_t a_off) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t da = smem_desc(sa + a_off + kk * 32, 16, 1024);
+        const uint64_t db =
+            B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
+        wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
+      }
+      wgmma_commit();
+    };
+    half(lo_acc, 0);
+    if (prev >= 0) {
+      wgmma_wait<1>();
+      if (lane == 0) mbar_arrive(&sm.empty[prev]);
+    }
+    half(hi_acc, 64 * BK * 2);
+    prev = stage;
+    ring.advance();
+  }
+  wgmma_wait<0>();
+  fence_regs(lo_acc);
+  fence_regs(hi_acc);
   if (prev >= 0 && lane == 0) mbar_arrive(&sm.empty[prev]);
 }
 

@@ -342,6 +342,47 @@ void gemm_many_tiles(void **state) {
  * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then the split
  * kernel, pinned, five times on one call: no workspace, bitwise identical D (its parts are
  * added in rank order). */
+/* The plan a pinned Hopper row's launch reports (its profiler record) is the one explain
+ * predicts for the call, and names `words`: the K split, one consumer warpgroup a tile, or the
+ * two 64-row consumers. */
+typedef struct gemm_plan_seen {
+  int records;
+  char kernel[64], plan[192];
+} gemm_plan_seen;
+
+static void on_gemm_plan(const ops_profile_record *r, void *user) {
+  gemm_plan_seen *s = (gemm_plan_seen *)user;
+  ++s->records;
+  snprintf(s->kernel, sizeof s->kernel, "%s", r->kernel_name);
+  snprintf(s->plan, sizeof s->plan, "%s", r->launch_plan != NULL ? r->launch_plan : "");
+}
+
+static void launch_plan_is_explains(const char *row, const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
+                                    const char *words) {
+  ops_handle h = NULL;
+  OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
+  gemm_plan_seen seen;
+  memset(&seen, 0, sizeof seen);
+  OPST_OK(ops_handle_set_profiler(h, on_gemm_plan, &seen));
+  OPST_OK(ops_handle_pin_kernel(h, row));
+  ops_explain e;
+  e.struct_size = sizeof e;
+  OPST_OK(ops_gemm_explain(h, NULL, a, b, d, &e));
+  assert_true(e.chosen >= 0);
+  assert_non_null(e.plan[e.chosen]);
+  OPST_OK(ops_gemm(h, NULL, a, b, d, NULL, 0));
+  OPST_OK(ops_handle_flush_profiler(h));
+  assert_int_equal(seen.records, 1);
+  assert_string_equal(seen.kernel, row);
+  if (strcmp(seen.plan, e.plan[e.chosen]) != 0 || strstr(seen.plan, words) == NULL) {
+    print_error("%s, M %lld: explain predicts '%s', the launch reports '%s' (expected '%s')\n", row,
+                (long long)a->shape[0], e.plan[e.chosen], seen.plan, words);
+    fail();
+  }
+  printf("[ PLAN     ] %s, M %lld: %s\n", row, (long long)a->shape[0], seen.plan);
+  ops_handle_destroy(h);
+}
+
 void gemm_split_k(void **state) {
   (void)state;
   static const struct {
@@ -407,6 +448,22 @@ void gemm_split_k(void **state) {
       }
     }
     printf("[ SPLIT-K  ] 48 x 1000 x 8192 bf16: %s, 5 runs bitwise identical\n", e.plan[e.chosen]);
+    /* the same rows' plans as they ran: split; unsplit at M 48 (two 64-row consumers); unsplit
+     * at M 200 (a tile a warpgroup) */
+    launch_plan_is_explains("cuda_gemm_sm90_128x128_splitk", &ta, &tb, &td, "K split in");
+    launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta, &tb, &td, "persistent; D stored");
+    void *a2, *d2;
+    const int64_t m2 = 200, sa2[2] = {m2, k}, sd2[2] = {m2, n};
+    CUDA_OK(cudaMalloc(&a2, (size_t)(m2 * k) * 2));
+    CUDA_OK(cudaMalloc(&d2, (size_t)(m2 * n) * 2));
+    CUDA_OK(cudaMemcpy(a2, host, (size_t)(m2 * k) * 2, cudaMemcpyHostToDevice));
+    ops_tensor ta2, td2;
+    OPST_OK(ops_tensor_init(&ta2, a2, OPS_DTYPE_BF16, dev, 2, sa2, NULL));
+    OPST_OK(ops_tensor_init(&td2, d2, OPS_DTYPE_BF16, dev, 2, sd2, NULL));
+    launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
+    launch_plan_is_explains("cuda_gemm_sm90_128x64", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
+    launch_plan_is_explains("cuda_gemm_sm90_128x256", &ta2, &tb, &td2, "persistent; D stored");
+    cudaFree(a2), cudaFree(d2);
   } else {
     printf("[ SKIPPED  ] split-K determinism: the split kernel does not run on this device (%s)\n",
            ops_last_error());

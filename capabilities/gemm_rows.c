@@ -21,14 +21,16 @@
 #define SM90_EFF_192 0.78f
 #define SM90_EFF_128 0.76f
 #define SM90_EFF_64 0.70f
-/* The consumers' second mode by BN (gemm_shape.h's opsi_gemm_sm90_wide), in words: */
-#define SM90_WIDE_WORDS                                                                                     \
-  "; unsplit calls with M over 64: a 128-row tile a warpgroup, two wgmma halves a k16 step (the first "    \
-  "queued while the previous K block is waited for and its stage handed back), the block's tiles in turn"
-#define SM90_WIDE_256 ""
-#define SM90_WIDE_192 ""
-#define SM90_WIDE_128 SM90_WIDE_WORDS
-#define SM90_WIDE_64 SM90_WIDE_WORDS
+/* The consumers by BN: two of 64 rows a tile, and where a tile's accumulators fit one
+ * warpgroup (gemm_shape.h's opsi_gemm_sm90_wide) a tile each on unsplit calls with M over 64 */
+#define SM90_CONSUMERS_256(MMA_REGS, BN, IN_FLIGHT)                                          \
+  "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT " groups left at a stage's " \
+  "hand-back), fused epilogue"
+#define SM90_CONSUMERS_192 SM90_CONSUMERS_256
+#define SM90_CONSUMERS_128(MMA_REGS, BN, IN_FLIGHT)                                                 \
+  "setmaxnreg " #MMA_REGS ": 64 rows (" #IN_FLIGHT " groups left at hand-back) or a tile each (unsplit, " \
+  "M > 64); m64n" #BN "k16"
+#define SM90_CONSUMERS_64 SM90_CONSUMERS_128
 #define SM90_ROW(ID, NAME, BN)                                                                                 \
   SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
              OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_##BN),
@@ -49,8 +51,7 @@
       SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH),                                                         \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of A / B K blocks into a " \
                                 #STAGES "-stage ring"},                                                     \
-                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT             \
-                                 " groups left at a stage's hand-back), fused epilogue" SM90_WIDE_##BN}},     \
+                {"consumers", 8, SM90_CONSUMERS_##BN(MMA_REGS, BN, IN_FLIGHT)}},                              \
       .stages = STAGES,                                                                                      \
       .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
                      "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup "     \

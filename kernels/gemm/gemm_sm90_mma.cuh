@@ -17,6 +17,20 @@ namespace opsi {
 namespace sm90 {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* One K block's wgmma group into acc, committed: the 64 rows of A from shared address sa, B
+ * from sb, every k16 step; `first`: the tile's first K block (acc is overwritten, not added to). */
+template <typename T, int BN, bool B_MN>
+__device__ __forceinline__ void kblock_group(float (&acc)[BN / 2], uint32_t sa, uint32_t sb, bool first) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+    const uint64_t da = smem_desc(sa + kk * 32, 16, 1024);
+    const uint64_t db = B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
+    wgmma<T, BN, B_MN>::mma(acc, da, db, (!first || kk > 0) ? 1u : 0u);
+  }
+  wgmma_commit();
+}
+
 /* The mainloop of one tile into acc (rows cw * 64 .. of the tile), continuing the ring. */
 template <typename T, int BN, bool B_MN, int IN_FLIGHT>
 __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::STAGES> &ring, int kblocks, int cw,
@@ -30,14 +44,7 @@ __device__ __forceinline__ void mma(const smem_plan<BN> &sm, ring_iter<cfg<BN>::
     mbar_wait(&sm.full[stage], ring.phase);
     const uint32_t sa = smem_addr(sm.stages + stage * C::STAGE_BYTES) + cw * 64 * BK * 2;
     const uint32_t sb = smem_addr(sm.stages + stage * C::STAGE_BYTES + C::A_BYTES);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const uint64_t da = smem_desc(sa + kk * 32, 16, 1024);
-      const uint64_t db = B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
-      wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
-    }
-    wgmma_commit();
+    kblock_group<T, BN, B_MN>(acc, sa, sb, kb == 0);
     if constexpr (IN_FLIGHT == 0) {
       wgmma_wait<0>();
       if (lane == 0) mbar_arrive(&sm.empty[stage]);
@@ -75,24 +82,12 @@ __device__ __forceinline__ void mma_wide(const smem_plan<BN> &sm, ring_iter<cfg<
     mbar_wait(&sm.full[stage], ring.phase);
     const uint32_t sa = smem_addr(sm.stages + stage * C::STAGE_BYTES);
     const uint32_t sb = smem_addr(sm.stages + stage * C::STAGE_BYTES + C::A_BYTES);
-    /* one half: the 64 rows from byte a_off of the stage's A, every k16 step of the K block */
-    const auto half = [&](float(&acc)[BN / 2], uint32_t a_off) {
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t da = smem_desc(sa + a_off + kk * 32, 16, 1024);
-        const uint64_t db =
-            B_MN ? smem_desc(sb + kk * 16 * 128, 64 * BK * 2, 1024) : smem_desc(sb + kk * 32, 16, 1024);
-        wgmma<T, BN, B_MN>::mma(acc, da, db, (kb > 0 || kk > 0) ? 1u : 0u);
-      }
-      wgmma_commit();
-    };
-    half(lo_acc, 0);
+    kblock_group<T, BN, B_MN>(lo_acc, sa, sb, kb == 0);
     if (prev >= 0) {
       wgmma_wait<1>();
       if (lane == 0) mbar_arrive(&sm.empty[prev]);
     }
-    half(hi_acc, 64 * BK * 2);
+    kblock_group<T, BN, B_MN>(hi_acc, sa + 64 * BK * 2, sb, kb == 0);
     prev = stage;
     ring.advance();
   }

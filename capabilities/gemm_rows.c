@@ -65,10 +65,7 @@
 /* How D is stored (the problem's extra[0], opsi_gemm_sm90_d_tma) and whether a warpgroup takes
  * a whole tile (opsi_gemm_sm90_wide; parts: the call's K split, 1 for the unsplit rows). */
 static const char *sm90_plan(const opsi_problem *p, int32_t bn, int32_t parts) {
-  if (opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts)) {
-    return p->extra[0] ? OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE : OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE;
-  }
-  return p->extra[0] ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
+  return opsi_gemm_sm90_unsplit_plan(opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts), p->extra[0] != 0);
 }
 #define SM90_FNS(ID, NAME, BN) \
   static const char *sm90_plan_##BN(const opsi_problem *p) { return sm90_plan(p, BN, 1); }

@@ -20,6 +20,11 @@ extern "C" {
 #define OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE \
   "persistent," OPSI_GEMM_SM90_PLAN_WIDE " D stored by TMA from swizzled shared memory"
 #define OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE "persistent," OPSI_GEMM_SM90_PLAN_WIDE " D stored by the threads"
+/* The plan of an unsplit call, as the launcher reports it and the rows predict it. */
+static inline const char *opsi_gemm_sm90_unsplit_plan(int wide, int d_tma) {
+  if (wide) return d_tma ? OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE : OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE;
+  return d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
+}
 
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major:
  * opsi_gemm_cuda_sm90_128x256, _128x128, _128x64 (gemm_kernels.h). */

@@ -40,6 +40,15 @@ void sdpa_draw_varlen(sdpa_varlen *vl, ops_sdpa_params *p, int64_t sq, int64_t s
 void sdpa_cu_seqlens(opst_tensor *tcq, opst_tensor *tck, const sdpa_varlen *vl);
 void sdpa_random_mask(opst_tensor *tm, int32_t dt, int64_t batch, int64_t hq, int64_t sq, int64_t sk);
 
+/* What a handle's profiler last recorded (ops_autotune.c's on_plan, the profiler callback
+ * that fills it; the launch-plan checks of ops_autotune.c and ops_gemm.c): records counted, the
+ * record's choice, kernel and launch plan. */
+typedef struct plan_seen {
+  int records, choice;
+  char kernel[64], plan[192];
+} plan_seen;
+void on_plan(const ops_profile_record *r, void *user);
+
 /* A dense attention call (autotune's and launch plans' tests reuse it). */
 void sdpa_dense_call(gcall *c, opst_tensor t[5], int32_t dt, int64_t batch, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t dv, int layout);
 

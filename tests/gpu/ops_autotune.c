@@ -19,12 +19,7 @@
 
 /* ---- autotune, graph capture and launch plans on the device -------------------------- */
 
-typedef struct plan_seen {
-  int records, choice;
-  char kernel[64], plan[192];
-} plan_seen;
-
-static void on_plan(const ops_profile_record *r, void *user) {
+void on_plan(const ops_profile_record *r, void *user) {
   plan_seen *s = (plan_seen *)user;
   ++s->records;
   s->choice = r->choice;

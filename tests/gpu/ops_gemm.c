@@ -335,35 +335,16 @@ void gemm_many_tiles(void **state) {
   gemm_run_spec(&sp, 0);
 }
 
-/* Split-K (cuda_gemm_sm90_128x128_splitk and _128x256_splitk, and every other kernel on the
- * same calls): few output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
- * second consumer half idle); two tile rows, the second partial (its second half wholly past
- * M), N and K tails; a batch with A
- * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then the split
- * kernel, pinned, five times on one call: no workspace, bitwise identical D (its parts are
- * added in rank order). */
 /* The plan a pinned Hopper row's launch reports (its profiler record) is the one explain
  * predicts for the call, and names `words`: the K split, one consumer warpgroup a tile, or the
  * two 64-row consumers. */
-typedef struct gemm_plan_seen {
-  int records;
-  char kernel[64], plan[192];
-} gemm_plan_seen;
-
-static void on_gemm_plan(const ops_profile_record *r, void *user) {
-  gemm_plan_seen *s = (gemm_plan_seen *)user;
-  ++s->records;
-  snprintf(s->kernel, sizeof s->kernel, "%s", r->kernel_name);
-  snprintf(s->plan, sizeof s->plan, "%s", r->launch_plan != NULL ? r->launch_plan : "");
-}
-
 static void launch_plan_is_explains(const char *row, const ops_tensor *a, const ops_tensor *b, const ops_tensor *d,
                                     const char *words) {
   ops_handle h = NULL;
   OPST_OK(ops_handle_create(&h, ops_device_cuda(0)));
-  gemm_plan_seen seen;
+  plan_seen seen;
   memset(&seen, 0, sizeof seen);
-  OPST_OK(ops_handle_set_profiler(h, on_gemm_plan, &seen));
+  OPST_OK(ops_handle_set_profiler(h, on_plan, &seen));
   OPST_OK(ops_handle_pin_kernel(h, row));
   ops_explain e;
   e.struct_size = sizeof e;
@@ -383,6 +364,13 @@ static void launch_plan_is_explains(const char *row, const ops_tensor *a, const 
   ops_handle_destroy(h);
 }
 
+/* Split-K (cuda_gemm_sm90_128x128_splitk and _128x256_splitk, and every other kernel on the
+ * same calls): few output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
+ * second consumer half idle); two tile rows, the second partial (its second half wholly past
+ * M), N and K tails; a batch with A
+ * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then the split
+ * kernel, pinned, five times on one call: no workspace, bitwise identical D (its parts are
+ * added in rank order); and the Hopper rows' launch plans on that call and a taller one. */
 void gemm_split_k(void **state) {
   (void)state;
   static const struct {

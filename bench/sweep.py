@@ -600,8 +600,9 @@ def summarize(result, md=False):
 
 
 def reestimate(result, opslib, sm):
-    """This build's choice and estimates for every measured case, on a described device."""
-    h = opslib.Handle.virtual(sm)
+    """This build's choice and estimates for every measured case, on a described device of the
+    sweep's name (the calibration measured on it, where there is one)."""
+    h = opslib.Handle.virtual(sm, result.get("device"))
     spec = (lambda shape, dtype, strides=None, fill="randn":
             opslib.TensorSpec(shape, {"i32": 4}.get(dtype, dtype), "cuda:0", strides=strides))
     for r in result["rows"]:
@@ -610,7 +611,7 @@ def reestimate(result, opslib, sm):
         for name, k in r["kernels"].items():
             if name in kernels:  # the estimate and its terms (shape features included) of this build
                 k.update(kernels[name])
-    result["estimates_from"] = f"opslib {opslib.version()} ({git_commit()}), described sm_{sm}"
+    result["estimates_from"] = f"opslib {opslib.version()} ({git_commit()}), described sm_{sm} ({result.get('device')})"
     return result
 
 

@@ -34,9 +34,12 @@ typedef struct opsi_calibration_set {
   int32_t count;
 } opsi_calibration_set;
 
-/* The entry of kernel_id for a device of SM `sm` (NULL: none) and, in *set when not NULL,
- * the set it comes from. */
-const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, const opsi_calibration_set **set);
+/* The entry of kernel_id for a device of SM `sm` named `device` (NULL: none) and, in *set when
+ * not NULL, the set it comes from: the entry of a set measured on that device (its `device`
+ * equal to the name) where one has the kernel, else of the first set (k_sets' order) whose SM
+ * range holds `sm`. device may be NULL (the SM alone decides). */
+const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, const char *device,
+                                             const opsi_calibration_set **set);
 
 /* Every calibration set, for listing and checks. */
 const opsi_calibration_set *const *opsi_calibration_sets(int *count);

@@ -20,7 +20,7 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const double rate = r->unit >= 0 && r->unit < OPSI_UNIT_COUNT ? m->tflops[r->unit] : 0.0;
   c->efficiency = eff;
   c->calibration_set = NULL;
-  c->calibration = r->backend == OPS_DEVICE_CUDA ? opsi_calibration_for(r->id, dev->sm_version, &c->calibration_set)
+  c->calibration = r->backend == OPS_DEVICE_CUDA ? opsi_calibration_for(r->id, dev->sm_version, dev->name, &c->calibration_set)
                                                  : NULL;
   const opsi_calibration *cal = c->calibration;
   const double mem_eff = r->mem_efficiency > 0.0f ? (double)r->mem_efficiency : eff;

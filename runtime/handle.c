@@ -70,6 +70,7 @@ ops_status opsi_handle_new_virtual(const ops_device_info *target, ops_handle *ou
   OPSI_TRY(alloc_handle(fn, out));
   (*out)->device = d;
   (*out)->info = *target;
+  (*out)->info.name[sizeof (*out)->info.name - 1] = '\0'; /* the name is compared (calibration sets) */
   if (d.type == OPS_DEVICE_CUDA && target->code_sm == 0) {
     (*out)->info.code_sm = target->sm_version;
   }

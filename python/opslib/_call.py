@@ -35,12 +35,16 @@ class Handle:
         self.virtual = False
 
     @classmethod
-    def virtual(cls, sm):
+    def virtual(cls, sm, name=None):
         """A handle describing the reference device of an SM family (90: H100 SXM, 80: A100,
-        89: L4): explain and workspace queries work, running fails."""
+        89: L4): explain and workspace queries work, running fails. name: the device's name in
+        place of the reference device's (e.g. "NVIDIA H200": explain then uses the calibration
+        measured on that device, where there is one)."""
         info = _capi.DeviceInfo()
         info.struct_size = ctypes.sizeof(info)
         check(_lib, _lib.ops_device_info_for_sm(sm, ctypes.byref(info)), "ops_device_info_for_sm")
+        if name is not None:
+            info.name = name.encode()[: type(info).name.size - 1]
         raw = ctypes.c_void_p()
         check(_lib, _lib.ops_handle_create_virtual(ctypes.byref(raw), ctypes.byref(info)),
               "ops_handle_create_virtual")

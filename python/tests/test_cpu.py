@@ -204,6 +204,18 @@ def test_rope_and_append_explained_for_an_h100():
     assert "cuda_kv_cache_append_rows" in {v["kernel"] for v in e.verdicts if v["reason"] != "eligible"}
 
 
+def test_gemm_explained_with_the_calibration_of_the_named_device():
+    """A described sm_90 device named as a device some calibration was measured on (the H200)
+    costs the GEMM rows with that set; the reference device, with the H100's."""
+    T = opslib.TensorSpec
+    a, w, d = T([16, 8192], "bf16", "cuda"), T([8192, 28672], "bf16", "cuda", strides=(1, 8192)), \
+        T([16, 28672], "bf16", "cuda")
+    for name, tag in ((None, "calibrated h100-"), ("NVIDIA H200", "calibrated h200-")):
+        e = opslib.explain("gemm", a, w, out=d, handle=opslib.Handle.virtual(90, name))
+        chosen = next(v for v in e.verdicts if v["kernel"] == e.chosen)
+        assert tag in chosen["message"], (name, chosen["message"])
+
+
 def test_gemm_transposed_operand_bias_gelu(rng):
     m, n, k = int(rng.integers(1, 40)), int(rng.integers(1, 40)), int(rng.integers(1, 70))
     a = randn(rng, k, m).T                                      # transposed through strides

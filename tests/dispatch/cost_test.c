@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -333,7 +334,7 @@ static void calibrated_estimates_use_the_fitted_terms(void **state) {
   const opsi_kernel_row *r = row_named(OPS_OP_SDPA, "cuda_sdpa_sm90_d128");
   assert_non_null(r);
   const opsi_calibration_set *set = NULL;
-  const opsi_calibration *cal = opsi_calibration_for(r->id, 90, &set);
+  const opsi_calibration *cal = opsi_calibration_for(r->id, 90, h100.name, &set);
   assert_non_null(cal);
   assert_non_null(set);
   const opsi_problem shapes[3] = {sdpa(4, 4096, 32, 128), sdpa(1, 128, 32, 128), sdpa(64, 1, 32, 128)};
@@ -384,7 +385,48 @@ static void calibration_entries_name_their_rows(void **state) {
         fail();
       }
       assert_true(e->gbps > 0 && e->launch_us >= 0 && e->wave_us >= 0 && e->tflops >= 0 && e->shapes >= 2);
-      assert_ptr_equal(opsi_calibration_for(e->kernel_id, all[s]->sm_min, NULL), e);
+      assert_ptr_equal(opsi_calibration_for(e->kernel_id, all[s]->sm_min, all[s]->device, NULL), e);
+    }
+  }
+}
+
+/* A device that a set was measured on takes that set's entries where it has the kernel, and the
+ * SM family's first set's elsewhere; a device no set names (the described reference device)
+ * takes the family's. The estimate's terms name the set used. */
+static void calibration_follows_the_measured_device(void **state) {
+  (void)state;
+  int sets = 0;
+  const opsi_calibration_set *const *all = opsi_calibration_sets(&sets);
+  ops_device_info ref;
+  OPST_OK(ops_device_info_for_sm(90, &ref));
+  const opsi_kernel_row *row = row_named(OPS_OP_GEMM, "cuda_gemm_sm90_128x128");
+  assert_non_null(row);
+  const opsi_calibration_set *family = NULL;
+  assert_non_null(opsi_calibration_for(row->id, 90, ref.name, &family));
+  assert_ptr_equal(family, all[0]);
+  for (int s = 1; s < sets; ++s) {
+    if (all[s]->sm_min > 90 || all[s]->sm_max < 90) continue;
+    ops_device_info dev = ref;
+    snprintf(dev.name, sizeof dev.name, "%s", all[s]->device);
+    for (int32_t i = 0; i < all[s]->count; ++i) { /* its own entries */
+      const opsi_calibration_set *got = NULL;
+      assert_ptr_equal(opsi_calibration_for(all[s]->entries[i].kernel_id, 90, dev.name, &got), &all[s]->entries[i]);
+      assert_ptr_equal(got, all[s]);
+    }
+    for (int32_t i = 0; i < all[0]->count; ++i) { /* the family's, where it has none */
+      const opsi_calibration_set *got = NULL;
+      const opsi_calibration *e = opsi_calibration_for(all[0]->entries[i].kernel_id, 90, dev.name, &got);
+      assert_non_null(e);
+      if (got != all[s]) assert_ptr_equal(e, &all[0]->entries[i]);
+    }
+    opsi_problem p = gemm(256, 4096, 4096);
+    opsi_cost c;
+    opsi_estimate(&p, row, &dev, &c);
+    char text[256];
+    opsi_format_cost(&c, text, sizeof text);
+    assert_non_null(strstr(text, c.calibration_set->name));
+    if (opsi_calibration_for(row->id, 90, dev.name, NULL) != opsi_calibration_for(row->id, 90, ref.name, NULL)) {
+      assert_ptr_equal(c.calibration_set, all[s]);
     }
   }
 }
@@ -409,6 +451,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(calibrated_estimates_use_the_fitted_terms),
       cmocka_unit_test(calibration_entries_name_their_rows),
+      cmocka_unit_test(calibration_follows_the_measured_device),
       cmocka_unit_test(varlen_work_counts_the_packed_tokens),
       cmocka_unit_test(attention_pairs_match_brute_force),
       cmocka_unit_test(backward_bytes_are_the_minimal_ones),

@@ -89,7 +89,9 @@ OPS_API int ops_cuda_device_count(void);
  * as for that device (its SM, SM count, shared memory), running fails with
  * OPS_ERR_UNSUPPORTED_DEVICE. For planning ahead of time and for `opsctl` on a machine
  * without the GPU. target->struct_size must be set; target->code_sm = 0 means the device's
- * own SM (this build's code for it is assumed present).
+ * own SM (this build's code for it is assumed present). target->name picks the cost model's
+ * calibration as a present device's name does (a set measured on a device of that name, e.g.
+ * "NVIDIA H200", else the SM family's); it is cut to 95 characters.
  * Errors: OPS_ERR_NULL_POINTER, OPS_ERR_STRUCT_SIZE, OPS_ERR_INVALID_ARGUMENT (device
  * type, SM or SM count out of range), OPS_ERR_OUT_OF_MEMORY. */
 OPS_API ops_status ops_handle_create_virtual(ops_handle *out, const ops_device_info *target);

@@ -20,6 +20,8 @@
 #define SM90_EFF_256 0.80f
 #define SM90_EFF_192 0.78f
 #define SM90_EFF_128 0.76f
+#define SM90_EFF_112 0.75f
+#define SM90_EFF_96 0.74f
 #define SM90_EFF_64 0.70f
 /* The consumers by BN: two of 64 rows a tile, and where a tile's accumulators fit one
  * warpgroup (gemm_shape.h's opsi_gemm_sm90_wide) a tile each on unsplit calls with M over 64 */
@@ -30,7 +32,24 @@
 #define SM90_CONSUMERS_128(MMA_REGS, BN, IN_FLIGHT)                                                 \
   "setmaxnreg " #MMA_REGS ": 64 rows (" #IN_FLIGHT " groups left at hand-back) or a tile each (unsplit, " \
   "M > 64); m64n" #BN "k16"
+#define SM90_CONSUMERS_112 SM90_CONSUMERS_128
+#define SM90_CONSUMERS_96 SM90_CONSUMERS_128
 #define SM90_CONSUMERS_64 SM90_CONSUMERS_128
+/* B's layouts and D's store by BN (gemm_shape.h's OPSI_GEMM_SM90_BOXED) */
+#define SM90_B_FLAGS(BN) (OPSI_GEMM_SM90_BOXED(BN) ? OPSI_F_B_N_MAJOR : 0u)
+#define SM90_LAYOUT_BOXED(BN)                                                                          \
+  "K-major; N-major B as " #BN "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer " \
+  "warpgroup 16 KB: two 64x64 16-bit TMA store buffers (128-byte swizzle) or the general epilogue's "   \
+  "64x32 f32 staging (rows padded to 40)"
+#define SM90_LAYOUT_256 SM90_LAYOUT_BOXED(256)
+#define SM90_LAYOUT_192 SM90_LAYOUT_BOXED(192)
+#define SM90_LAYOUT_128 SM90_LAYOUT_BOXED(128)
+#define SM90_LAYOUT_64 SM90_LAYOUT_BOXED(64)
+#define SM90_LAYOUT_KMAJOR                                                                              \
+  "K-major only), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup 16 KB: the general "    \
+  "epilogue's 64x32 f32 staging (rows padded to 40; D stored by the threads)"
+#define SM90_LAYOUT_112 SM90_LAYOUT_KMAJOR
+#define SM90_LAYOUT_96 SM90_LAYOUT_KMAJOR
 #define SM90_ROW(ID, NAME, BN)                                                                                 \
   SM90_ROW_X(ID, "cuda_gemm_sm90_" #NAME, BN, OPSI_GEMM_SM90_STAGES_##BN, OPSI_GEMM_SM90_LOAD_REGS,                      \
              OPSI_GEMM_SM90_MMA_REGS, SM90_EFF_##BN, opsi_gemm_cuda_sm90_##NAME, OPSI_GEMM_SM90_IN_FLIGHT_##BN),
@@ -40,7 +59,7 @@
 #define SM90_KERNEL_FIELDS(ID, NAME, BN, EFF, LAUNCH)                                                        \
   .id = ID, .name = NAME, .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,        \
   .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16), .out_dtypes = OPSI_FLOAT_DTYPES,  \
-  .variants = OPSI_ALL_VARIANTS, .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | OPSI_F_B_N_MAJOR,                 \
+  .variants = OPSI_ALL_VARIANTS, .flags = GEMM_EPILOGUE | OPSI_F_BATCHED | SM90_B_FLAGS(BN),                \
   .fuses = GEMM_EPILOGUE, .align = 16, .dim_min = {[OPSI_GEMM_K] = 1},                                      \
   .dim_max = {[OPSI_GEMM_BATCH] = 2147483647}, .smem_bytes = OPSI_GEMM_SM90_SMEM(BN),                       \
   .threads = OPSI_GEMM_SM90_THREADS, .vector_bytes = 16, .deterministic = 1, .unit = OPSI_UNIT_WGMMA_F16,    \
@@ -53,23 +72,23 @@
                                 #STAGES "-stage ring"},                                                     \
                 {"consumers", 8, SM90_CONSUMERS_##BN(MMA_REGS, BN, IN_FLIGHT)}},                              \
       .stages = STAGES,                                                                                      \
-      .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (K-major; N-major B as " #BN        \
-                     "/64 boxes of 64x64), 128-byte swizzle, 1024-byte aligned; per consumer warpgroup "     \
-                     "16 KB: two 64x64 16-bit TMA store buffers (128-byte swizzle) or the general epilogue's " \
-                     "64x32 f32 staging (rows padded to 40), and " #BN " 16-bit column-bias values; "           \
-                     "full/empty mbarrier a stage",                                                          \
+      .smem_layout = #STAGES " stages of A 128x64 + B " #BN "x64 bf16/f16 (" SM90_LAYOUT_##BN ", and " #BN    \
+                     " 16-bit column-bias values; full/empty mbarrier a stage",                              \
       .reduction_order = "per output: K blocks of 64 in order, wgmma k16 steps in order (f32)",              \
       .workspace_formula = "0", .plan = sm90_plan_##BN,                                                      \
   }
 
-/* How D is stored (the problem's extra[0], opsi_gemm_sm90_d_tma) and whether a warpgroup takes
- * a whole tile (opsi_gemm_sm90_wide; parts: the call's K split, 1 for the unsplit rows). */
+/* How D is stored (by TMA where the width is whole 64-column boxes and the problem's extra[0],
+ * opsi_gemm_sm90_d_tma, says D can be) and whether a warpgroup takes a whole tile
+ * (opsi_gemm_sm90_wide; parts: the call's K split, 1 for the unsplit rows). */
 static const char *sm90_plan(const opsi_problem *p, int32_t bn, int32_t parts) {
-  return opsi_gemm_sm90_unsplit_plan(opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts), p->extra[0] != 0);
+  return opsi_gemm_sm90_unsplit_plan(opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts),
+                                     OPSI_GEMM_SM90_BOXED(bn) && p->extra[0] != 0);
 }
 #define SM90_FNS(ID, NAME, BN) \
   static const char *sm90_plan_##BN(const opsi_problem *p) { return sm90_plan(p, BN, 1); }
 OPSI_GEMM_SM90_KERNELS(SM90_FNS)
+OPSI_GEMM_SM90_KMAJOR_KERNELS(SM90_FNS)
 #undef SM90_FNS
 
 /* The split-K rows (gemm_kernels.h's OPSI_GEMM_SM90_SPLITK_KERNELS): the same kernel, its K
@@ -172,6 +191,7 @@ const opsi_kernel_row opsi_gemm_rows[] = {
                  "panel of 64 columns of a row at once",
                  opsi_gemm_cpu_panel),
     OPSI_GEMM_SM90_KERNELS(SM90_ROW)
+    OPSI_GEMM_SM90_KMAJOR_KERNELS(SM90_ROW)
     OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_ROW)
     {
         .id = OPSI_KERNEL_CUDA_GEMM_MMA, .name = "cuda_gemm_mma", .op = OPS_OP_GEMM, .backend = OPS_DEVICE_CUDA,

@@ -48,6 +48,10 @@ FAMILIES = [
      "kernels/gemm/gemm_sm90_{dt}_{BN}_{B}.cu", "kernels/gemm/gemm_sm90.cuh",
      "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, {B_MN})",
      "The Hopper GEMM (gemm_sm90.cuh), {dt}, tiles of 128 x {BN}, B {B_TEXT}."),
+    ("kernels/gemm/gemm_kernels.h", "OPSI_GEMM_SM90_DTYPES", "OPSI_GEMM_SM90_KMAJOR_KERNELS", ("ID", "NAME", "BN"),
+     "kernels/gemm/gemm_sm90_{dt}_{BN}_bk.cu", "kernels/gemm/gemm_sm90.cuh",
+     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, false)",
+     "The Hopper GEMM (gemm_sm90.cuh), {dt}, tiles of 128 x {BN}, B K-major."),
 ]
 # families whose kernels are also built per B layout: (list macro, entry fields)
 LAYOUTS = {"OPSI_GEMM_SM90_KERNELS": ("OPSI_GEMM_SM90_B_LAYOUTS", ("B", "B_MN"))}

@@ -7,7 +7,9 @@ instantiate. Run it from the repository root after changing SHAPES:
     python3 tools/gen_wgmma.py > kernels/common/wgmma_ops.cuh
 """
 
-SHAPES = (64, 128, 192, 256)
+SHAPES = (64, 96, 112, 128, 192, 256)
+# the register-A forms serve the attention kernels, whose tiles are multiples of 64 wide
+RS_SHAPES = (64, 128, 192, 256)
 DTYPES = (("__nv_bfloat16", "bf16"), ("__half", "f16"))
 
 
@@ -74,7 +76,7 @@ def main():
                 out.append("};")
     for name, tb in (("wgmma_rs", 1), ("wgmma_rs_k", 0)):
         for ctype, ptx in DTYPES:
-            for n in SHAPES:
+            for n in RS_SHAPES:
                 out.append("")
                 out.append(f"template <> struct {name}<{ctype}, {n}> {{")
                 out.append(f"  static __device__ __forceinline__ void mma(float (&d)[{n // 2}], const uint32_t (&a)[4], "

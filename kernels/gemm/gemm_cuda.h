@@ -27,10 +27,11 @@ static inline const char *opsi_gemm_sm90_unsplit_plan(int wide, int d_tma) {
 }
 
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major:
- * opsi_gemm_cuda_sm90_128x256, _128x128, _128x64 (gemm_kernels.h). */
+ * opsi_gemm_cuda_sm90_128x256, _128x128, ... (gemm_kernels.h's lists). */
 #define OPSI_GEMM_SM90_PROTO(ID, NAME, BN) \
   ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args);
 OPSI_GEMM_SM90_KERNELS(OPSI_GEMM_SM90_PROTO)
+OPSI_GEMM_SM90_KMAJOR_KERNELS(OPSI_GEMM_SM90_PROTO)
 OPSI_GEMM_SM90_SPLITK_KERNELS(OPSI_GEMM_SM90_PROTO)
 #undef OPSI_GEMM_SM90_PROTO
 /* Any SM >= 80, any strides: mma.sync (f16 / bf16) or strict f32 FMA. */

@@ -47,6 +47,9 @@ OPSI_CP_EXTERN(float, true)
 #define OPSI_SM90_EXTERN(ID, NAME, BN) \
   OPSI_SM90_EXTERN_B(ID, NAME, BN, __nv_bfloat16) OPSI_SM90_EXTERN_B(ID, NAME, BN, __half)
 OPSI_GEMM_SM90_KERNELS(OPSI_SM90_EXTERN)
+#define OPSI_SM90_KMAJOR_EXTERN(ID, NAME, BN) \
+  extern OPSI_GEMM_SM90_TEMPLATE(__nv_bfloat16, BN, false) extern OPSI_GEMM_SM90_TEMPLATE(__half, BN, false)
+OPSI_GEMM_SM90_KMAJOR_KERNELS(OPSI_SM90_KMAJOR_EXTERN)
 
 namespace {
 
@@ -132,7 +135,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   const int64_t kblocks = (g.k + opsi::sm90::BK - 1) / opsi::sm90::BK;
   ks.kb_per_part = (int32_t)((kblocks + ks.parts - 1) / ks.parts);
   ks.a_bytes = a_rows * opsi::sm90::BK * 2;
-  const int d_tma = encode_store_map(&md, a, g) ? 1 : 0;
+  const int d_tma = OPSI_GEMM_SM90_BOXED(BN) && encode_store_map(&md, a, g) ? 1 : 0;
   const int wide = opsi_gemm_sm90_wide(BN, g.m, ks.parts);
   const int64_t units = order.tiles * ks.parts; /* split: every unit its own block, within a wave */
   const int grid = (int)(ks.parts > 1 || units < ctx->sm_count ? units : ctx->sm_count);
@@ -147,7 +150,9 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
 #define OPSI_SM90_LAUNCH(T, B_MN) \
   opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, wide, grid, \
                                             stream)
-  if (a->a.dtype == OPS_DTYPE_BF16) {
+  if constexpr (!OPSI_GEMM_SM90_BOXED(BN)) { /* B K-major: the rows take no other */
+    e = a->a.dtype == OPS_DTYPE_BF16 ? OPSI_SM90_LAUNCH(__nv_bfloat16, false) : OPSI_SM90_LAUNCH(__half, false);
+  } else if (a->a.dtype == OPS_DTYPE_BF16) {
     e = b_mn ? OPSI_SM90_LAUNCH(__nv_bfloat16, true) : OPSI_SM90_LAUNCH(__nv_bfloat16, false);
   } else {
     e = b_mn ? OPSI_SM90_LAUNCH(__half, true) : OPSI_SM90_LAUNCH(__half, false);
@@ -228,6 +233,7 @@ ops_status run_gemv(const opsi_launch *ctx, const opsi_gemm_args *a, int by_rows
     return run_sm90<BN>(ctx, static_cast<const opsi_gemm_args *>(args), false);                \
   }
 OPSI_GEMM_SM90_KERNELS(OPSI_SM90_LAUNCHER)
+OPSI_GEMM_SM90_KMAJOR_KERNELS(OPSI_SM90_LAUNCHER)
 #undef OPSI_SM90_LAUNCHER
 #define OPSI_SM90_LAUNCHER(ID, NAME, BN)                                                      \
   extern "C" ops_status opsi_gemm_cuda_sm90_##NAME(const opsi_launch *ctx, const void *args) { \

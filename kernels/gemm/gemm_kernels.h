@@ -31,6 +31,15 @@
 #define OPSI_GEMM_SM90_SPLITK_KERNELS(X)                          \
   X(OPSI_KERNEL_CUDA_GEMM_SM90_128X128_SPLITK, 128x128_splitk, 128) \
   X(OPSI_KERNEL_CUDA_GEMM_SM90_128X256_SPLITK, 128x256_splitk, 256) \
-  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X64_SPLITK, 128x64_splitk, 64)
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X64_SPLITK, 128x64_splitk, 64)   \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X112_SPLITK, 128x112_splitk, 112) \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X96_SPLITK, 128x96_splitk, 96)
+
+/* X(ID, NAME, BN): tiles of 128 x BN with BN not a multiple of 64 (gemm_shape.h's
+ * OPSI_GEMM_SM90_BOXED): built for B K-major only, gemm_sm90_<dtype>_<BN>_bk.cu; rows, launchers
+ * and split rows as the list above. */
+#define OPSI_GEMM_SM90_KMAJOR_KERNELS(X)                \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X112, 128x112, 112)   \
+  X(OPSI_KERNEL_CUDA_GEMM_SM90_128X96, 128x96, 96)
 
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_KERNELS_H_ */

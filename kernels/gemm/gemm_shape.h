@@ -19,11 +19,22 @@
 #define OPSI_GEMM_SM90_STAGES_256 4
 #define OPSI_GEMM_SM90_STAGES_192 4
 #define OPSI_GEMM_SM90_STAGES_128 6
+#define OPSI_GEMM_SM90_STAGES_112 6
+#define OPSI_GEMM_SM90_STAGES_96 6
 #define OPSI_GEMM_SM90_STAGES_64 8
-/* NAME##_BN of a tile width (256, 192, 128, else 64): the per-width constants below, as the
- * kernel takes them and the rows print them */
-#define OPSI_GEMM_SM90_BY_WIDTH(NAME, BN) \
-  ((BN) == 256 ? NAME##_256 : (BN) == 192 ? NAME##_192 : (BN) == 128 ? NAME##_128 : NAME##_64)
+/* NAME##_BN of a tile width (256, 192, 128, 112, 96, else 64): the per-width constants below,
+ * as the kernel takes them and the rows print them */
+#define OPSI_GEMM_SM90_BY_WIDTH(NAME, BN)                                                          \
+  ((BN) == 256   ? NAME##_256                                                                      \
+   : (BN) == 192 ? NAME##_192                                                                      \
+   : (BN) == 128 ? NAME##_128                                                                      \
+   : (BN) == 112 ? NAME##_112                                                                      \
+   : (BN) == 96  ? NAME##_96                                                                       \
+                 : NAME##_64)
+/* A width that is a multiple of 64 loads an N-major B as BN / 64 boxes of 64 x 64 and stores
+ * D by TMA in 64 x 64 boxes; the others (112, 96: tile counts that fill the SMs where 64-wide
+ * multiples leave a part of a wave idle) take B K-major only and store D by the threads. */
+#define OPSI_GEMM_SM90_BOXED(BN) ((BN) % 64 == 0)
 #define OPSI_GEMM_SM90_STAGES(BN) OPSI_GEMM_SM90_BY_WIDTH(OPSI_GEMM_SM90_STAGES, BN)
 /* wgmma groups a consumer warpgroup leaves in flight when it hands a stage back: 0 (the
  * stage goes back as soon as its own group completes; the other warpgroup's group keeps the
@@ -32,6 +43,8 @@
 #define OPSI_GEMM_SM90_IN_FLIGHT_256 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_192 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_128 0
+#define OPSI_GEMM_SM90_IN_FLIGHT_112 0
+#define OPSI_GEMM_SM90_IN_FLIGHT_96 0
 #define OPSI_GEMM_SM90_IN_FLIGHT_64 1
 #define OPSI_GEMM_SM90_IN_FLIGHT_SPLIT 1
 #define OPSI_GEMM_SM90_IN_FLIGHT(BN) OPSI_GEMM_SM90_BY_WIDTH(OPSI_GEMM_SM90_IN_FLIGHT, BN)

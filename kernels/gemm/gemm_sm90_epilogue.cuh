@@ -212,14 +212,14 @@ __device__ __forceinline__ bool regs_act(int32_t act) {
 }
 
 /* The fused epilogue of a whole tile, 16-bit D, the activation a constant: through TMA
- * stores (buffers `out`) in the call's epilogue mode when D has a store map, else the
- * general one straight from the registers. */
+ * stores (buffers `out`) in the call's epilogue mode when D has a store map (widths of whole
+ * 64-column boxes only), else the general one straight from the registers. */
 template <int BN, typename O, int ACT>
 __device__ __forceinline__ void epilogue_fused(const gemm_geom &g, const CUtensorMap *map_d, bool d_tma, int mode,
                                                int64_t bt, int64_t row_base, int64_t col_base,
                                                const float (&acc)[BN / 2], uint8_t *out, O *stage,
                                                uint32_t bias_pair, int cw) {
-  if (!d_tma) {
+  if (!OPSI_GEMM_SM90_BOXED(BN) || !d_tma) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     epilogue_regs<BN, O, ACT>(g, bt, row_base + warp * 16 + lane / 4, col_base + (lane % 4) * 2, acc, stage,
                               bias_pair, cw);
@@ -250,7 +250,8 @@ __device__ __forceinline__ void epilogue_fused_act(const gemm_geom &g, const CUt
 }
 
 /* The epilogue of a consumer warpgroup's 64 x BN tile at (row0, col0) for any call: chunks
- * of EPI_COLS columns go from the accumulator fragments to shared memory, then each thread
+ * of EPI_COLS columns (the last one narrower where BN is not a multiple of EPI_COLS) go from
+ * the accumulator fragments to shared memory, then each thread
  * takes a pair of columns of every eighth row (a half warp covers a row segment: coalesced
  * C / bias / residual reads and D writes) through the element epilogue, in a loop the
  * compiler keeps rolled. `buf` is the warpgroup's staging area, which its TMA stores' buffers
@@ -265,10 +266,12 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
   if (t == 0) bulk_wait_read<0>();
   asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
 #pragma unroll
-  for (int ch = 0; ch < BN / EPI_COLS; ++ch) {
+  for (int ch = 0; ch < (BN + EPI_COLS - 1) / EPI_COLS; ++ch) {
+    const int cols = BN - ch * EPI_COLS < EPI_COLS ? BN - ch * EPI_COLS : EPI_COLS; /* a multiple of 8 */
 #pragma unroll
     for (int jj = 0; jj < EPI_COLS / 8; ++jj) {
       const int j = ch * (EPI_COLS / 8) + jj;
+      if (jj * 8 >= cols) break;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         *reinterpret_cast<float2 *>(&buf[(fr + 8 * r) * EPI_PITCH + jj * 8 + fc]) =
@@ -278,7 +281,7 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
     asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
     const int pc = (t % (EPI_COLS / 2)) * 2;
 #pragma unroll 1
-    for (int row = t / (EPI_COLS / 2); row < 64; row += 128 / (EPI_COLS / 2)) {
+    for (int row = t / (EPI_COLS / 2); row < 64 && pc < cols; row += 128 / (EPI_COLS / 2)) {
       const float2 v = *reinterpret_cast<const float2 *>(&buf[row * EPI_PITCH + pc]);
       gemm_store_pair(g, bt, row0 + row, col0 + ch * EPI_COLS + pc, v.x, v.y);
     }
@@ -301,7 +304,7 @@ __device__ __forceinline__ void epilogue_half(const gemm_geom &g, const CUtensor
   const int64_t row0 = row_base + warp * 16 + lane / 4, col0 = col_base + (lane % 4) * 2;
   const bool whole = row_base + 64 <= g.m && col_base + BN <= g.n;
   const bool fused = whole && pairs == 3 && regs_act(g.act);
-  if (g.plain && d_tma) {
+  if (OPSI_GEMM_SM90_BOXED(BN) && g.plain && d_tma) {
     if (g.d_dtype == OPS_DTYPE_BF16) {
       epilogue_tma<BN, __nv_bfloat16, OPS_ACT_NONE, EPI_PLAIN>(g, map_d, bt, row_base, col_base, acc, epi, nullptr,
                                                               0u, cw);

@@ -213,6 +213,8 @@ static void shipped_kernel_ids_never_change(void **state) {
       {1803, "cuda_sdpa_backward_sm90_d64"}, {1804, "cuda_sdpa_backward_sm90_d128"},
       {1805, "cuda_sdpa_backward_sm90_det_d64"}, {1806, "cuda_sdpa_backward_sm90_det_d128"},
       {115, "cuda_sdpa_sm90_d64_m128"},
+      {215, "cuda_gemm_sm90_128x112"}, {216, "cuda_gemm_sm90_128x112_splitk"},
+      {217, "cuda_gemm_sm90_128x96"}, {218, "cuda_gemm_sm90_128x96_splitk"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

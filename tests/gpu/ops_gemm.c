@@ -364,13 +364,14 @@ static void launch_plan_is_explains(const char *row, const ops_tensor *a, const 
   ops_handle_destroy(h);
 }
 
-/* Split-K (cuda_gemm_sm90_128x128_splitk and _128x256_splitk, and every other kernel on the
- * same calls): few output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
+/* Split-K (the cuda_gemm_sm90_*_splitk rows, and every other kernel on the same calls): few
+ * output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
  * second consumer half idle); two tile rows, the second partial (its second half wholly past
  * M), N and K tails; a batch with A
- * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then the split
- * kernel, pinned, five times on one call: no workspace, bitwise identical D (its parts are
- * added in rank order); and the Hopper rows' launch plans on that call and a taller one. */
+ * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then two split
+ * rows (a boxed width and a K-major-only one), pinned, five times each on one call: no
+ * workspace, bitwise identical D (the parts are added in rank order); and the Hopper rows'
+ * launch plans on that call and a taller one. */
 void gemm_split_k(void **state) {
   (void)state;
   static const struct {
@@ -416,13 +417,17 @@ void gemm_split_k(void **state) {
   OPST_OK(ops_tensor_init(&ta, a, OPS_DTYPE_BF16, dev, 2, sa, NULL));
   OPST_OK(ops_tensor_init(&tb, b, OPS_DTYPE_BF16, dev, 2, sb, sbs));
   OPST_OK(ops_tensor_init(&td, d, OPS_DTYPE_BF16, dev, 2, sd, NULL));
-  OPST_OK(ops_handle_pin_kernel(g_gpu, "cuda_gemm_sm90_128x128_splitk"));
+  /* 8 tiles of 128 x 128 (9 of 128 x 112), 128 K blocks */
+  static const char *const kSplitRows[] = {"cuda_gemm_sm90_128x128_splitk", "cuda_gemm_sm90_128x112_splitk"};
   ops_explain e;
   e.struct_size = sizeof e;
-  const ops_status st = ops_gemm_explain(g_gpu, NULL, &ta, &tb, &td, &e);
-  if (st == OPS_OK && e.chosen >= 0) {
+  ops_status st = OPS_OK;
+  for (size_t row = 0; row < sizeof kSplitRows / sizeof kSplitRows[0] && st == OPS_OK; ++row) {
+    OPST_OK(ops_handle_pin_kernel(g_gpu, kSplitRows[row]));
+    st = ops_gemm_explain(g_gpu, NULL, &ta, &tb, &td, &e);
+    if (st != OPS_OK || e.chosen < 0) break;
     assert_non_null(e.plan[e.chosen]);
-    assert_non_null(strstr(e.plan[e.chosen], "K split in")); /* 8 tiles, 128 K blocks */
+    assert_non_null(strstr(e.plan[e.chosen], "K split in"));
     size_t wsb = 1;
     OPST_OK(ops_gemm_workspace_size(g_gpu, NULL, &ta, &tb, &td, &wsb));
     assert_int_equal(wsb, 0); /* the parts meet in a cluster's shared memory */
@@ -431,15 +436,19 @@ void gemm_split_k(void **state) {
       OPST_OK(ops_gemm(g_gpu, NULL, &ta, &tb, &td, NULL, 0));
       CUDA_OK(cudaMemcpy(run == 0 ? out : out + nd, d, nd * 2, cudaMemcpyDeviceToHost));
       if (run > 0 && memcmp(out, out + nd, nd * 2) != 0) {
-        print_error("split-K 48 x 1000 x 8192: run %d differs from run 0\n", run);
+        print_error("%s 48 x 1000 x 8192: run %d differs from run 0\n", kSplitRows[row], run);
         fail();
       }
     }
-    printf("[ SPLIT-K  ] 48 x 1000 x 8192 bf16: %s, 5 runs bitwise identical\n", e.plan[e.chosen]);
+    printf("[ SPLIT-K  ] %s 48 x 1000 x 8192 bf16: %s, 5 runs bitwise identical\n", kSplitRows[row],
+           e.plan[e.chosen]);
+  }
+  if (st == OPS_OK && e.chosen >= 0) {
     /* the same rows' plans as they ran: split; unsplit at M 48 (two 64-row consumers); unsplit
      * at M 200 (a tile a warpgroup) */
     launch_plan_is_explains("cuda_gemm_sm90_128x128_splitk", &ta, &tb, &td, "K split in");
     launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta, &tb, &td, "persistent; D stored");
+    launch_plan_is_explains("cuda_gemm_sm90_128x112", &ta, &tb, &td, "persistent; D stored by the threads");
     void *a2, *d2;
     const int64_t m2 = 200, sa2[2] = {m2, k}, sd2[2] = {m2, n};
     CUDA_OK(cudaMalloc(&a2, (size_t)(m2 * k) * 2));
@@ -451,6 +460,8 @@ void gemm_split_k(void **state) {
     launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
     launch_plan_is_explains("cuda_gemm_sm90_128x64", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
     launch_plan_is_explains("cuda_gemm_sm90_128x256", &ta2, &tb, &td2, "persistent; D stored");
+    launch_plan_is_explains("cuda_gemm_sm90_128x96", &ta2, &tb, &td2,
+                            "consumer warpgroup, the two in turn; D stored by the threads");
     cudaFree(a2), cudaFree(d2);
   } else {
     printf("[ SKIPPED  ] split-K determinism: the split kernel does not run on this device (%s)\n",

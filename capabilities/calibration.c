@@ -20,7 +20,7 @@ static const opsi_calibration *entry_of(const opsi_calibration_set *cs, int32_t 
 
 const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, const char *device,
                                              const opsi_calibration_set **set) {
-  for (int pass = 0; pass < 2; ++pass) { /* the device's own sets, then the SM's */
+  for (int pass = 0; pass < 2; ++pass) { /* the device's own sets, then the SM family's first */
     for (int s = 0; s < SET_COUNT; ++s) {
       const opsi_calibration_set *cs = k_sets[s];
       if (sm < cs->sm_min || sm > cs->sm_max) continue;
@@ -30,6 +30,9 @@ const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, cons
         if (set != NULL) *set = cs;
         return e;
       }
+      /* a kernel the family's set lacks is not costed by another device's fit: its bandwidth
+       * and math rate are that device's */
+      if (pass == 1) return NULL;
     }
   }
   return NULL;

@@ -37,7 +37,8 @@ typedef struct opsi_calibration_set {
 /* The entry of kernel_id for a device of SM `sm` named `device` (NULL: none) and, in *set when
  * not NULL, the set it comes from: the entry of a set measured on that device (its `device`
  * equal to the name) where one has the kernel, else of the first set (k_sets' order) whose SM
- * range holds `sm`. device may be NULL (the SM alone decides). */
+ * range holds `sm`, or NULL where that set has none (another device's set never answers).
+ * device may be NULL (the SM alone decides). */
 const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, const char *device,
                                              const opsi_calibration_set **set);
 

@@ -392,7 +392,8 @@ static void calibration_entries_name_their_rows(void **state) {
 
 /* A device that a set was measured on takes that set's entries where it has the kernel, and the
  * SM family's first set's elsewhere; a device no set names (the described reference device)
- * takes the family's. The estimate's terms name the set used. */
+ * takes the family's, and no entry for a kernel only another device's set has. The estimate's
+ * terms name the set used. */
 static void calibration_follows_the_measured_device(void **state) {
   (void)state;
   int sets = 0;
@@ -418,6 +419,18 @@ static void calibration_follows_the_measured_device(void **state) {
       const opsi_calibration *e = opsi_calibration_for(all[0]->entries[i].kernel_id, 90, dev.name, &got);
       assert_non_null(e);
       if (got != all[s]) assert_ptr_equal(e, &all[0]->entries[i]);
+    }
+    for (int32_t i = 0; i < all[s]->count; ++i) { /* its kernels the family lacks: none elsewhere */
+      const int32_t id = all[s]->entries[i].kernel_id;
+      const opsi_calibration_set *fam = NULL;
+      const opsi_calibration *e = opsi_calibration_for(id, 90, ref.name, &fam);
+      int in_family = 0;
+      for (int32_t j = 0; j < all[0]->count; ++j) in_family |= all[0]->entries[j].kernel_id == id;
+      if (in_family) {
+        assert_ptr_equal(fam, all[0]);
+      } else {
+        assert_null(e);
+      }
     }
     const opsi_calibration_set *want = NULL;
     const opsi_calibration *cal = opsi_calibration_for(row->id, 90, dev.name, &want);

@@ -18,24 +18,27 @@ static const opsi_calibration *entry_of(const opsi_calibration_set *cs, int32_t 
   return NULL;
 }
 
+static int holds_sm(const opsi_calibration_set *cs, int32_t sm) { return sm >= cs->sm_min && sm <= cs->sm_max; }
+
 const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, const char *device,
                                              const opsi_calibration_set **set) {
-  for (int pass = 0; pass < 2; ++pass) { /* the device's own sets, then the SM family's first */
-    for (int s = 0; s < SET_COUNT; ++s) {
-      const opsi_calibration_set *cs = k_sets[s];
-      if (sm < cs->sm_min || sm > cs->sm_max) continue;
-      if (pass == 0 && (device == NULL || strcmp(device, cs->device) != 0)) continue;
-      const opsi_calibration *e = entry_of(cs, kernel_id);
-      if (e != NULL) {
-        if (set != NULL) *set = cs;
-        return e;
-      }
-      /* a kernel the family's set lacks is not costed by another device's fit: its bandwidth
-       * and math rate are that device's */
-      if (pass == 1) return NULL;
-    }
+  const opsi_calibration_set *from = NULL;
+  const opsi_calibration *e = NULL;
+  for (int s = 0; s < SET_COUNT && e == NULL && device != NULL; ++s) { /* a set measured on the device */
+    if (!holds_sm(k_sets[s], sm) || strcmp(device, k_sets[s]->device) != 0) continue;
+    from = k_sets[s];
+    e = entry_of(from, kernel_id);
   }
-  return NULL;
+  /* else the SM family's first set alone: another device's fit (its bandwidth, its math rate)
+   * never costs a kernel that set lacks */
+  for (int s = 0; s < SET_COUNT && e == NULL; ++s) {
+    if (!holds_sm(k_sets[s], sm)) continue;
+    from = k_sets[s];
+    e = entry_of(from, kernel_id);
+    break;
+  }
+  if (e != NULL && set != NULL) *set = from;
+  return e;
 }
 
 const opsi_calibration_set *const *opsi_calibration_sets(int *count) {

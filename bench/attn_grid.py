@@ -5,6 +5,7 @@ long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py t
 (back-to-back calls after a GPU sleep, median of 5, inputs rotated past twice the L2).
 
     python3 bench/attn_grid.py [--json FILE]                 # the grid, then the geomeans
+    python3 bench/attn_grid.py --pinned [--groups target]    # also every eligible Hopper row, pinned
     python3 bench/attn_grid.py --one KERNEL B S HQ HKV D C   # 8 launches of one pinned kernel (ncu)
 """
 import argparse
@@ -53,7 +54,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None)
     ap.add_argument("--one", nargs=7, metavar=("KERNEL", "B", "S", "HQ", "HKV", "D", "CAUSAL"))
+    ap.add_argument("--pinned", action="store_true", help="time every eligible cuda_sdpa_sm90 row too")
+    ap.add_argument("--groups", default="target,short,long", help="the grid's groups to run (comma-separated)")
     args = ap.parse_args()
+    groups = set(args.groups.split(","))
     found = sweep.torch_and_opslib("attn_grid.py", "its flash and cuDNN backends are the comparison")
     if found is None:
         return 0
@@ -65,6 +69,8 @@ def main():
     ratios = {}
     bad = []
     for b, s, hq, hkv, d, causal, group in GRID:
+        if group not in groups:
+            continue
         c = case(b, s, hq, hkv, d, causal)
         sets = sweep.input_sets(torch, c, gen, l2)
         h = opslib.Handle("cuda:0")
@@ -97,6 +103,24 @@ def main():
         print(f"{group:<6} b{b:<3} s{s:<6} h{hq}:{hkv:<3} d{d:<4} {'causal' if causal else '      '} "
               f"{choice:<26} {t_ops:8.1f} us {flops / t_ops / 1e6:6.1f} TF/s  {best_name} {best:8.1f}  "
               f"{ratio:.2f}x  err {err:.1e}", flush=True)
+        if args.pinned:
+            row["pinned"], row["pinned_err"] = {}, {}
+            for name in sorted(x for x in kernels if x.startswith("cuda_sdpa_sm90")):
+                hp = opslib.Handle("cuda:0")
+                hp.pin_kernel(name)
+                sweep.opslib_output(c, sets[0]).fill_(float("nan"))  # the pinned kernel writes it all
+                sweep.opslib_call(opslib, c, sets[0], handle=hp)
+                torch.cuda.synchronize()
+                perr = sweep.rel_err(sweep.opslib_output(c, sets[0]), ref_best) if best is not None else float("nan")
+                row["pinned"][name] = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=hp), sets)
+                row["pinned_err"][name] = perr
+                if not perr <= 2e-2:
+                    bad.append(dict(row, choice=name, rel_err=perr))
+            if row["pinned"]:
+                fastest = min(row["pinned"], key=row["pinned"].get)
+                print("    " + "  ".join(f"{x[15:]} {us:.1f}" for x, us in sorted(row["pinned"].items(),
+                                                                               key=lambda kv: kv[1])),
+                      f"| best {row['pinned'][fastest]:.1f} = {best / row['pinned'][fastest]:.2f}x", flush=True)
         del sets
         torch.cuda.empty_cache()
     for group, r in ratios.items():

@@ -103,6 +103,10 @@ def decode_grid(quick):
         g.append(_sdpa(16, 1, 8192, 64, 8, 128, False, family="decode"))
         g.append(_sdpa(8, 1, 8192, 32, 8, 64, False, family="decode"))
         g.append(_sdpa(8, 1, 8192, 32, 32, 128, False, family="decode"))
+        # head dim 64 (the d64 split kernels' own shapes: one call alone leaves them unfitted)
+        for b, kv in ((1, 4096), (64, 4096), (8, 32768), (32, 2048)):
+            for sq in (1, 4, 16):
+                g.append(_sdpa(b, sq, kv, 32, 8, 64, sq > 1, family="decode"))
     return g
 
 

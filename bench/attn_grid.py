@@ -106,21 +106,14 @@ def main():
         if args.pinned:
             row["pinned"], row["pinned_err"] = {}, {}
             for name in sorted(x for x in kernels if x.startswith("cuda_sdpa_sm90")):
-                hp = opslib.Handle("cuda:0")
-                hp.pin_kernel(name)
-                sweep.opslib_output(c, sets[0]).fill_(float("nan"))  # the pinned kernel writes it all
-                sweep.opslib_call(opslib, c, sets[0], handle=hp)
-                torch.cuda.synchronize()
-                perr = sweep.rel_err(sweep.opslib_output(c, sets[0]), ref_best) if best is not None else float("nan")
-                row["pinned"][name] = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=hp), sets)
-                row["pinned_err"][name] = perr
-                if not perr <= 2e-2:
-                    bad.append(dict(row, choice=name, rel_err=perr))
+                k = sweep.pinned_run(torch, opslib, c, sets, timer, name, ref_best if best is not None else None)
+                if "us" in k:
+                    row["pinned"][name] = k["us"]
+                row["pinned_err"][name] = k.get("rel_err", k.get("error", float("nan")))
+                if not k.get("rel_err", float("nan")) <= 2e-2:
+                    bad.append(dict(row, choice=name, rel_err=row["pinned_err"][name]))
             if row["pinned"]:
-                fastest = min(row["pinned"], key=row["pinned"].get)
-                print("    " + "  ".join(f"{x[15:]} {us:.1f}" for x, us in sorted(row["pinned"].items(),
-                                                                               key=lambda kv: kv[1])),
-                      f"| best {row['pinned'][fastest]:.1f} = {best / row['pinned'][fastest]:.2f}x", flush=True)
+                print(sweep.pinned_line(row["pinned"], "cuda_sdpa_sm90_", best), flush=True)
         del sets
         torch.cuda.empty_cache()
     for group, r in ratios.items():

@@ -480,6 +480,34 @@ def rel_err(got, want):
     return float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
 
 
+def pinned_run(torch, opslib, c, sets, timer, name, ref):
+    """Kernel `name` pinned on case c: its output poisoned (NaN, so that any of it left unwritten
+    shows), one call checked against ref (PyTorch's output; None: unchecked), then timed over the
+    sets. {"rel_err", "us"}, or {"error"} where opslib refuses the call."""
+    pinned = opslib.Handle("cuda:0")
+    pinned.pin_kernel(name)
+    fn = (lambda t: opslib_call(opslib, c, t, handle=pinned))
+    k = {}
+    try:
+        opslib_output(c, sets[0]).fill_(float("nan"))
+        fn(sets[0])
+        torch.cuda.synchronize()
+        if ref is not None:
+            k["rel_err"] = rel_err(opslib_output(c, sets[0]), ref)
+        k["us"] = timer.time(fn, sets)
+    except opslib.OpsError as e:
+        k["error"] = f"{e.status_name}: {e.message[:160]}"
+    return k
+
+
+def pinned_line(times, prefix, other_us):
+    """The pinned rows of one grid shape (name without `prefix`: us), fastest first, and the
+    fastest's ratio to `other_us` (PyTorch's time)."""
+    fastest = min(times, key=times.get)
+    return ("    " + "  ".join(f"{x[len(prefix):]} {us:.1f}" for x, us in sorted(times.items(), key=lambda kv: kv[1]))
+            + f" | best {times[fastest]:.1f} = {other_us / times[fastest]:.2f}x")
+
+
 def measure(torch, opslib, c, timer, gen, l2, log):
     sets = input_sets(torch, c, gen, l2)
     for t in sets:
@@ -503,17 +531,7 @@ def measure(torch, opslib, c, timer, gen, l2, log):
         except Exception as e:  # a backend that does not take this case
             row.setdefault("torch_errors", {})[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     for name, k in kernels.items():
-        pinned = opslib.Handle("cuda:0")
-        pinned.pin_kernel(name)
-        fn = (lambda t, p=pinned: opslib_call(opslib, c, t, handle=p))
-        try:
-            fn(sets[0])
-            torch.cuda.synchronize()
-            if ref is not None:
-                k["rel_err"] = rel_err(opslib_output(c, sets[0]), ref)
-            k["us"] = timer.time(fn, sets)
-        except opslib.OpsError as e:
-            k["error"] = f"{e.status_name}: {e.message[:160]}"
+        k.update(pinned_run(torch, opslib, c, sets, timer, name, ref))
         row["kernels"][name] = k
     if choice is not None:
         row["choice_us"] = timer.time(lambda t: opslib_call(opslib, c, t, handle=h), sets)

@@ -7,6 +7,7 @@ long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py t
     python3 bench/attn_grid.py [--json FILE]                 # the grid, then the geomeans
     python3 bench/attn_grid.py --pinned [--groups target]    # also every eligible Hopper row, pinned
     python3 bench/attn_grid.py --one KERNEL B S HQ HKV D C   # 8 launches of one pinned kernel (ncu)
+    python3 bench/attn_grid.py --reestimate JSON [--sm 90]   # this build's choices, the run's times
 """
 import argparse
 import json
@@ -56,7 +57,15 @@ def main():
     ap.add_argument("--one", nargs=7, metavar=("KERNEL", "B", "S", "HQ", "HKV", "D", "CAUSAL"))
     ap.add_argument("--pinned", action="store_true", help="time every eligible cuda_sdpa_sm90 row too")
     ap.add_argument("--groups", default="target,short,long", help="the grid's groups to run (comma-separated)")
+    ap.add_argument("--reestimate", metavar="JSON", help="a --pinned run's shapes: this build's choices (no GPU)")
+    ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
     args = ap.parse_args()
+    if args.reestimate:
+        import opslib
+        with open(args.reestimate) as f:
+            run = json.load(f)
+        return sweep.grid_reestimate(opslib, run, lambda r: case(r["b"], r["s"], r["hq"], r["hkv"], r["d"], r["causal"]),
+                                     "cuda_sdpa_sm90_", args.sm)
     groups = set(args.groups.split(","))
     found = sweep.torch_and_opslib("attn_grid.py", "its flash and cuDNN backends are the comparison")
     if found is None:

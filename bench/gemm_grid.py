@@ -6,6 +6,7 @@ the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/s
     python3 bench/gemm_grid.py [--json FILE]            # the 42 shapes, then the geomean
     python3 bench/gemm_grid.py --pinned [--ms 256,512]  # also every eligible Hopper row, pinned
     python3 bench/gemm_grid.py --one KERNEL M N K        # 8 launches of one pinned kernel (for ncu)
+    python3 bench/gemm_grid.py --reestimate JSON [--sm 90]  # this build's choices, the run's times
 """
 import argparse
 import json
@@ -37,7 +38,15 @@ def main():
     ap.add_argument("--one", nargs=4, metavar=("KERNEL", "M", "N", "K"))
     ap.add_argument("--pinned", action="store_true", help="time every eligible cuda_gemm_sm90 row too")
     ap.add_argument("--ms", default=",".join(map(str, MS)), help="the M values (default: all)")
+    ap.add_argument("--reestimate", metavar="JSON", help="a --pinned run's shapes: this build's choices (no GPU)")
+    ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
     args = ap.parse_args()
+    if args.reestimate:
+        import opslib
+        with open(args.reestimate) as f:
+            run = json.load(f)
+        return sweep.grid_reestimate(opslib, run, lambda r: {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": r["m"],
+                                                             "n": r["n"], "k": r["k"]}, "cuda_gemm_sm90_", args.sm)
     found = sweep.torch_and_opslib("gemm_grid.py", "torch.matmul is the comparison")
     if found is None:
         return 0

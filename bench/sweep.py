@@ -637,6 +637,41 @@ def reestimate(result, opslib, sm):
     return result
 
 
+def grid_reestimate(opslib, result, case_of, prefix, sm=90):
+    """A grid script's --pinned run (gemm_grid.py, attn_grid.py) re-read by this build: each
+    shape's choice on a described device of the run's name, timed by the run's pinned times
+    (no GPU). Prints a line a shape whose choice is over 3% slower than its fastest pinned row
+    (or not pinned), then PyTorch's time over the choice's and over the fastest row's: geomean
+    and min. Returns 0, or 1 where the run has no pinned times."""
+    h = opslib.Handle.virtual(sm, result.get("device"))
+    spec = (lambda shape, dtype, strides=None, fill="randn":
+            opslib.TensorSpec(shape, {"i32": 4}.get(dtype, dtype), "cuda:0", strides=strides))
+    chosen, fastest = [], []
+    for r in result["rows"]:
+        times = r.get("pinned") or {}
+        if not times or not r.get("torch_us"):
+            continue
+        c = case_of(r)
+        choice, _ = explained(opslib, c, operands(c, spec), h)
+        best = min(times, key=times.get)
+        shape = " ".join(f"{key}{r[key]}" for key in ("m", "n", "k", "b", "s", "hq", "hkv", "d") if key in r)
+        if choice not in times:
+            print(f"  {shape}{' causal' if r.get('causal') else ''}: {choice} was not pinned in the run")
+            continue
+        chosen.append(r["torch_us"] / times[choice])
+        fastest.append(r["torch_us"] / times[best])
+        if times[choice] > 1.03 * times[best]:
+            print(f"  {shape}{' causal' if r.get('causal') else ''}: {choice[len(prefix):]} {times[choice]:.1f} us, "
+                  f"{best[len(prefix):]} {times[best]:.1f}")
+    if not chosen:
+        print("no pinned times in this run (run the grid with --pinned)")
+        return 1
+    print(f"{len(chosen)} shapes, estimates of opslib {opslib.version()} ({git_commit()}) for a described sm_{sm} "
+          f"({result.get('device')}): the choices {geomean(chosen):.4f}x of PyTorch (min {min(chosen):.3f}), "
+          f"the fastest pinned row a shape {geomean(fastest):.4f}x (min {min(fastest):.3f})")
+    return 0
+
+
 def torch_and_opslib(script, why):
     """(torch, opslib) where the host has PyTorch and a CUDA device; else None, having said why
     `script` measures nothing (`why`: what PyTorch is there for)."""

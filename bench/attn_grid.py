@@ -61,10 +61,8 @@ def main():
     ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
     args = ap.parse_args()
     if args.reestimate:
-        import opslib
-        with open(args.reestimate) as f:
-            run = json.load(f)
-        return sweep.grid_reestimate(opslib, run, lambda r: case(r["b"], r["s"], r["hq"], r["hkv"], r["d"], r["causal"]),
+        return sweep.grid_reestimate(args.reestimate,
+                                     lambda r: case(r["b"], r["s"], r["hq"], r["hkv"], r["d"], r["causal"]),
                                      "cuda_sdpa_sm90_", args.sm)
     groups = set(args.groups.split(","))
     found = sweep.torch_and_opslib("attn_grid.py", "its flash and cuDNN backends are the comparison")

@@ -21,6 +21,10 @@ SHAPES = [(4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (8192, 8192)
 MS = [16, 32, 64, 128, 256, 512]
 
 
+def case(m, n, k):
+    return {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "id": f"m{m} n{n} k{k}"}
+
+
 def one(torch, opslib, name, m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
@@ -42,11 +46,7 @@ def main():
     ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
     args = ap.parse_args()
     if args.reestimate:
-        import opslib
-        with open(args.reestimate) as f:
-            run = json.load(f)
-        return sweep.grid_reestimate(opslib, run, lambda r: {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": r["m"],
-                                                             "n": r["n"], "k": r["k"]}, "cuda_gemm_sm90_", args.sm)
+        return sweep.grid_reestimate(args.reestimate, lambda r: case(r["m"], r["n"], r["k"]), "cuda_gemm_sm90_", args.sm)
     found = sweep.torch_and_opslib("gemm_grid.py", "torch.matmul is the comparison")
     if found is None:
         return 0
@@ -58,7 +58,7 @@ def main():
     ratios = []
     for n, k in SHAPES:
         for m in (int(x) for x in args.ms.split(",")):
-            c = {"op": "gemm", "family": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "id": f"m{m} n{n} k{k}"}
+            c = case(m, n, k)
             sets = sweep.input_sets(torch, c, gen, l2)
             h = opslib.Handle("cuda:0")
             choice, eligible = sweep.explained(opslib, c, sets[0], h)

@@ -621,31 +621,38 @@ def summarize(result, md=False):
     return "\n".join(out)
 
 
-def reestimate(result, opslib, sm):
-    """This build's choice and estimates for every measured case, on a described device of the
-    sweep's name (the calibration measured on it, where there is one)."""
+def described(opslib, result, sm):
+    """A described device of a measured run's name (the calibration measured on it, where there
+    is one): its handle, the operands' specs for explain, and what re-estimated the run, in words."""
     h = opslib.Handle.virtual(sm, result.get("device"))
     spec = (lambda shape, dtype, strides=None, fill="randn":
             opslib.TensorSpec(shape, {"i32": 4}.get(dtype, dtype), "cuda:0", strides=strides))
+    return h, spec, f"opslib {opslib.version()} ({git_commit()}), described sm_{sm} ({result.get('device')})"
+
+
+def reestimate(result, opslib, sm):
+    """This build's choice and estimates for every measured case, on a described device of the
+    sweep's name."""
+    h, spec, result["estimates_from"] = described(opslib, result, sm)
     for r in result["rows"]:
         choice, kernels = explained(opslib, r, operands(r, spec), h)
         r["choice"] = choice
         for name, k in r["kernels"].items():
             if name in kernels:  # the estimate and its terms (shape features included) of this build
                 k.update(kernels[name])
-    result["estimates_from"] = f"opslib {opslib.version()} ({git_commit()}), described sm_{sm} ({result.get('device')})"
     return result
 
 
-def grid_reestimate(opslib, result, case_of, prefix, sm=90):
-    """A grid script's --pinned run (gemm_grid.py, attn_grid.py) re-read by this build: each
-    shape's choice on a described device of the run's name, timed by the run's pinned times
-    (no GPU). Prints a line a shape whose choice is over 3% slower than its fastest pinned row
-    (or not pinned), then PyTorch's time over the choice's and over the fastest row's: geomean
-    and min. Returns 0, or 1 where the run has no pinned times."""
-    h = opslib.Handle.virtual(sm, result.get("device"))
-    spec = (lambda shape, dtype, strides=None, fill="randn":
-            opslib.TensorSpec(shape, {"i32": 4}.get(dtype, dtype), "cuda:0", strides=strides))
+def grid_reestimate(path, case_of, prefix, sm=90):
+    """A grid script's --pinned run (gemm_grid.py, attn_grid.py; the JSON at `path`) re-read by
+    this build: each shape's choice on a described device of the run's name, timed by the run's
+    pinned times (no GPU). Prints a line a shape whose choice is over 3% slower than its fastest
+    pinned row (or not pinned), then PyTorch's time over the choice's and over the fastest row's:
+    geomean and min. Returns 0, or 1 where the run has no pinned times."""
+    import opslib
+    with open(path) as f:
+        result = json.load(f)
+    h, spec, estimates_from = described(opslib, result, sm)
     chosen, fastest = [], []
     for r in result["rows"]:
         times = r.get("pinned") or {}
@@ -655,19 +662,19 @@ def grid_reestimate(opslib, result, case_of, prefix, sm=90):
         choice, _ = explained(opslib, c, operands(c, spec), h)
         best = min(times, key=times.get)
         shape = " ".join(f"{key}{r[key]}" for key in ("m", "n", "k", "b", "s", "hq", "hkv", "d") if key in r)
+        shape += " causal" if r.get("causal") else ""
         if choice not in times:
-            print(f"  {shape}{' causal' if r.get('causal') else ''}: {choice} was not pinned in the run")
+            print(f"  {shape}: {choice} was not pinned in the run")
             continue
         chosen.append(r["torch_us"] / times[choice])
         fastest.append(r["torch_us"] / times[best])
         if times[choice] > 1.03 * times[best]:
-            print(f"  {shape}{' causal' if r.get('causal') else ''}: {choice[len(prefix):]} {times[choice]:.1f} us, "
-                  f"{best[len(prefix):]} {times[best]:.1f}")
+            print(f"  {shape}: {choice[len(prefix):]} {times[choice]:.1f} us, {best[len(prefix):]} {times[best]:.1f}")
     if not chosen:
         print("no pinned times in this run (run the grid with --pinned)")
         return 1
-    print(f"{len(chosen)} shapes, estimates of opslib {opslib.version()} ({git_commit()}) for a described sm_{sm} "
-          f"({result.get('device')}): the choices {geomean(chosen):.4f}x of PyTorch (min {min(chosen):.3f}), "
+    print(f"{len(chosen)} shapes, estimates of {estimates_from}: the choices {geomean(chosen):.4f}x of PyTorch "
+          f"(min {min(chosen):.3f}), "
           f"the fastest pinned row a shape {geomean(fastest):.4f}x (min {min(fastest):.3f})")
     return 0
 

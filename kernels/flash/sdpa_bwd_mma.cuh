@@ -103,41 +103,86 @@ __device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)
     for (int e = 0; e < 4; ++e) dp[n][e] = p[n][e] * (dp[n][e] - d(n, e));
 }
 
-/* D = rowsum(dout * o): a warp a (row, head) item, grid-stride; the item's dQ accumulators
- * zeroed where the call has them, and the turn counters. */
+/* A warp a query row (every head of it), grid-stride, for the launches around the main
+ * passes; the row's batch and position within it (varlen: batch 0, the packed row). */
+struct bwd_row {
+  int64_t b, i;
+  __device__ __forceinline__ bwd_row(const sdpa_bwd_geom &bg, int64_t row)
+      : b(bg.dsum_sb > 0 ? row / bg.dsum_sb : 0), i(bg.dsum_sb > 0 ? row % bg.dsum_sb : row) {}
+};
+/* Heads a warp step covers where a lane takes 8 columns of a head: DP / 8 lanes a head; 0 for a
+ * head dim that is no power of two from 8 to 256 (the lanes of a head must be a power of two
+ * that divides the warp). */
+__device__ __forceinline__ int heads_a_step(int dp) { return dp >= 8 && dp <= 256 && (dp & (dp - 1)) == 0 ? 256 / dp : 0; }
+/* The sum over the lanes of a head (lanes: a power of two; xor partners stay within it). */
+__device__ __forceinline__ float head_sum(float v, int lanes) {
+  for (int o = lanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  return v;
+}
+
+/* D = rowsum(dout * o), a warp a query row; the row's dQ accumulators zeroed where the call has
+ * them, and the turn counters. Aligned rows whose dv is a power of two: a lane reads 16 bytes
+ * of o and dout of one head a step, four steps' loads in flight before their sums; else a head
+ * at a time, the lanes over its columns (16 bytes a lane where the rows are aligned and dv is a
+ * multiple of 8). */
 template <typename T>
-__global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
+__global__ void __launch_bounds__(256, 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;"); /* Hopper's main pass may launch (it waits) */
 #endif
-  const int lane = threadIdx.x % 32;
-  const int64_t items = bg.rows * g.heads_q;
-  for (int64_t it = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; it < items; it += (int64_t)gridDim.x * 8) {
-    const int64_t row = it / g.heads_q;
-    const int h = (int)(it % g.heads_q);
-    const int64_t b = bg.dsum_sb > 0 ? row / bg.dsum_sb : 0, i = bg.dsum_sb > 0 ? row % bg.dsum_sb : row;
-    const T *po = static_cast<const T *>(g.o.p) + b * g.o.sb + i * g.o.ss + h * g.o.sh;
-    const T *pd = static_cast<const T *>(bg.dout.p) + b * bg.dout.sb + i * bg.dout.ss + h * bg.dout.sh;
-    float acc = 0.0f;
-    if (bg.aligned) {
-      for (int c = lane * 8; c < g.dv; c += 256) {
-        if (c + 8 <= g.dv) {
-          const vec16<T> x = load16(po + c), y = load16(pd + c);
+  constexpr int U = 4; /* steps in flight */
+  const int lane = threadIdx.x % 32, heads = g.heads_q;
+  const int per = bg.aligned ? heads_a_step(g.dv) : 0, lanes = per > 0 ? 32 / per : 32;
+  for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
+    const bwd_row r(bg, row);
+    const T *po = static_cast<const T *>(g.o.p) + r.b * g.o.sb + r.i * g.o.ss;
+    const T *pd = static_cast<const T *>(bg.dout.p) + r.b * bg.dout.sb + r.i * bg.dout.ss;
+    float *drow = bg.dsum + row * heads;
+    if (per > 0) {
+      const int hl = lane / lanes, c = (lane % lanes) * 8;
+      for (int h0 = 0; h0 < heads; h0 += U * per) {
+        vec16<T> x[U], y[U];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc = fmaf(to_f(x.v[e]), to_f(y.v[e]), acc);
-        } else {
-          for (int e = c; e < g.dv; ++e) acc = fmaf(to_f(po[e]), to_f(pd[e]), acc);
+        for (int u = 0; u < U; ++u) {
+          const int h = h0 + u * per + hl;
+          if (h < heads) {
+            x[u] = load16(po + h * g.o.sh + c), y[u] = load16(pd + h * bg.dout.sh + c);
+          } else {
+            x[u] = y[u] = vec16<T>{};
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc = fmaf(to_f(x[u].v[e]), to_f(y[u].v[e]), acc);
+          acc = head_sum(acc, lanes);
+          const int h = h0 + u * per + hl;
+          if (h < heads && c == 0) drow[h] = acc;
         }
       }
     } else {
-      for (int c = lane; c < g.dv; c += 32) acc = fmaf(to_f(po[c * g.o.sd]), to_f(pd[c * bg.dout.sd]), acc);
+      for (int h = 0; h < heads; ++h) {
+        float acc = 0.0f;
+        if (bg.aligned && g.dv % 8 == 0) {
+          for (int c = lane * 8; c < g.dv; c += 256) {
+            const vec16<T> x = load16(po + h * g.o.sh + c), y = load16(pd + h * bg.dout.sh + c);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc = fmaf(to_f(x.v[e]), to_f(y.v[e]), acc);
+          }
+        } else {
+          for (int c = lane; c < g.dv; c += 32) {
+            acc = fmaf(to_f(po[h * g.o.sh + c * g.o.sd]), to_f(pd[h * bg.dout.sh + c * bg.dout.sd]), acc);
+          }
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) drow[h] = acc;
+      }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) bg.dsum[row * g.heads_q + h] = acc;
     if (bg.dq_acc != nullptr) {
-      float4 *z = reinterpret_cast<float4 *>(bg.dq_acc + it * bg.dq_cols);
-      for (int c = lane; c < bg.dq_cols / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float4 *z = reinterpret_cast<float4 *>(bg.dq_acc + row * heads * bg.dq_cols);
+      for (int c = lane; c < heads * bg.dq_cols / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < bg.dq_turns; i += (int64_t)gridDim.x * blockDim.x) {
@@ -145,11 +190,13 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom 
   }
 }
 
-/* Host side: the dsum kernel over every (row, head) item, a warp each, at most 16 blocks an SM
- * (grid-stride). */
+/* Blocks of the launches a warp a query row (8 warps a block), at most 16 blocks an SM. */
+inline unsigned row_blocks(const sdpa_bwd_geom &bg, int sm_count) {
+  const int64_t want = (bg.rows + 7) / 8, cap = (int64_t)sm_count * 16;
+  return (unsigned)(want < cap ? want : cap);
+}
 template <typename T> void launch_dsum(const sdpa_bwd_geom &bg, int sm_count, cudaStream_t stream) {
-  const int64_t items = bg.rows * bg.f.heads_q, want = (items + 7) / 8, cap = (int64_t)sm_count * 16;
-  if (items > 0) sdpa_bwd_dsum_kernel<T><<<(unsigned)(want < cap ? want : cap), 256, 0, stream>>>(bg);
+  if (bg.rows > 0 && bg.f.heads_q > 0) sdpa_bwd_dsum_kernel<T><<<row_blocks(bg, sm_count), 256, 0, stream>>>(bg);
 }
 
 /* dK and dV of BN keys of one (batch, KV head): grid (key tiles, Hkv, batch). FULL: both head

@@ -581,27 +581,58 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 #endif
 }
 
-/* dq = the accumulators times the scale: a thread two columns of a (row, head), grid-stride. */
+/* dq = the accumulators times the scale, a warp a query row (fa2bwd's row walk). Where d is a
+ * multiple of 8 and dq_cols a power of two, a lane takes 8 columns of one head a step (two
+ * 16-byte loads, one 16-byte store: the rows are aligned), four steps' loads in flight; else
+ * two columns a lane, a head at a time. */
 template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory"); /* the main pass's accumulators, complete */
 #endif
-  const int pairs = (g.d + 1) / 2;
-  const int64_t items = bg.rows * g.heads_q * pairs;
-  for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items;
-       it += (int64_t)gridDim.x * blockDim.x) {
-    const int c = (int)(it % pairs) * 2;
-    const int64_t rh = it / pairs, row = rh / g.heads_q;
-    const int h = (int)(rh % g.heads_q);
-    const int64_t b = bg.dsum_sb > 0 ? row / bg.dsum_sb : 0, i = bg.dsum_sb > 0 ? row % bg.dsum_sb : row;
-    const float2 x = *reinterpret_cast<const float2 *>(bg.dq_acc + rh * bg.dq_cols + c);
-    T *p = static_cast<T *>(const_cast<void *>(bg.dq.p)) + b * bg.dq.sb + i * bg.dq.ss + h * bg.dq.sh;
-    if (bg.aligned && c + 1 < g.d) {
-      *reinterpret_cast<uint32_t *>(p + c) = pack2<T>(x.x * bg.scale, x.y * bg.scale);
+  constexpr int U = 4; /* steps in flight */
+  const int lane = threadIdx.x % 32, heads = g.heads_q, cols = bg.dq_cols;
+  const int per = bg.aligned && g.d % 8 == 0 ? fa2bwd::heads_a_step(cols) : 0, lanes = per > 0 ? 32 / per : 32;
+  for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
+    const fa2bwd::bwd_row r(bg, row);
+    const float *acc = bg.dq_acc + row * heads * cols;
+    T *p = static_cast<T *>(const_cast<void *>(bg.dq.p)) + r.b * bg.dq.sb + r.i * bg.dq.ss;
+    if (per > 0) {
+      const int hl = lane / lanes, c = (lane % lanes) * 8;
+      for (int h0 = 0; h0 < heads; h0 += U * per) {
+        float4 x[U][2];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int h = h0 + u * per + hl;
+          const float4 *src = reinterpret_cast<const float4 *>(acc + (int64_t)h * cols + c);
+          const bool live = h < heads && c < g.d;
+          x[u][0] = live ? __ldcs(src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          x[u][1] = live ? __ldcs(src + 1) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int h = h0 + u * per + hl;
+          if (h < heads && c < g.d) {
+            const float s = bg.scale;
+            const uint4 w = make_uint4(pack2<T>(x[u][0].x * s, x[u][0].y * s), pack2<T>(x[u][0].z * s, x[u][0].w * s),
+                                       pack2<T>(x[u][1].x * s, x[u][1].y * s), pack2<T>(x[u][1].z * s, x[u][1].w * s));
+            *reinterpret_cast<uint4 *>(p + h * bg.dq.sh + c) = w;
+          }
+        }
+      }
     } else {
-      p[c * bg.dq.sd] = from_f<T>(x.x * bg.scale);
-      if (c + 1 < g.d) p[(c + 1) * bg.dq.sd] = from_f<T>(x.y * bg.scale);
+      for (int h = 0; h < heads; ++h) {
+        for (int c = lane * 2; c < g.d; c += 64) {
+          const float2 x = *reinterpret_cast<const float2 *>(acc + (int64_t)h * cols + c);
+          T *q = p + h * bg.dq.sh;
+          if (bg.aligned && c + 1 < g.d) {
+            *reinterpret_cast<uint32_t *>(q + c) = pack2<T>(x.x * bg.scale, x.y * bg.scale);
+          } else {
+            q[c * bg.dq.sd] = from_f<T>(x.x * bg.scale);
+            if (c + 1 < g.d) q[(c + 1) * bg.dq.sd] = from_f<T>(x.y * bg.scale);
+          }
+        }
+      }
     }
   }
 }
@@ -618,7 +649,6 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   using C = cfg<DP>;
   const sdpa_geom &g = bg.f;
   fa2bwd::launch_dsum<T>(bg, sm_count, stream);
-  const int64_t items = bg.rows * g.heads_q, cap = (int64_t)sm_count * 16;
   const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
   const auto kernel = DET || parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false> : sdpa_bwd_sm90_kernel<T, DP, DET, !DET>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
@@ -639,9 +669,8 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
     e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, map_dq, kg);
     if (e != cudaSuccess) return e;
   }
-  const int64_t pairs = items * ((g.d + 1) / 2), wantc = (pairs + 255) / 256;
-  if (pairs > 0) {
-    lc.gridDim = dim3((unsigned)(wantc < cap ? wantc : cap)), lc.blockDim = dim3(256), lc.dynamicSmemBytes = 0;
+  if (bg.rows > 0 && g.heads_q > 0 && g.d > 0) {
+    lc.gridDim = dim3(fa2bwd::row_blocks(bg, sm_count)), lc.blockDim = dim3(256), lc.dynamicSmemBytes = 0;
     e = cudaLaunchKernelEx(&lc, sdpa_bwd_dq_convert_kernel<T>, bg);
     if (e != cudaSuccess) return e;
   }

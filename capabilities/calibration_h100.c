@@ -44,7 +44,7 @@ static const opsi_calibration k_entries[] = {
     {OPSI_KERNEL_CUDA_SDPA_SM90_D128, "cuda_sdpa_sm90_d128", 3.931, 2.331, 4080.9, 724.6, 88, 0.094},
     {OPSI_KERNEL_CUDA_SDPA_SM90_D128_PAIR, "cuda_sdpa_sm90_d128_pair", 4.655, 2.484, 4011.0, 758.8, 23, 0.027},
     {OPSI_KERNEL_CUDA_SDPA_SM90_D256, "cuda_sdpa_sm90_d256", 4.152, 3.221, 4207.6, 772.8, 96, 0.143},
-    {OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 3.219, 2.472, 5693.2, 549.3, 20, 0.071},
+    {OPSI_KERNEL_CUDA_SDPA_SM90_D64, "cuda_sdpa_sm90_d64", 3.219, 2.472, 8192.1, 549.3, 20, 0.071},
     {OPSI_KERNEL_CUDA_SDPA_SM90_D64_M128, "cuda_sdpa_sm90_d64_m128", 3.431, 2.473, 6689.3, 525.5, 20, 0.073},
     {OPSI_KERNEL_CUDA_SDPA_SM90_D64_PAIR, "cuda_sdpa_sm90_d64_pair", 4.193, 2.768, 4601.1, 587.8, 2, 0.000},
     {OPSI_KERNEL_CUDA_SDPA_SPLIT_D128_M16, "cuda_sdpa_split_d128_m16", 1.907, 7.276, 2976.7, 103.5, 27, 0.084},

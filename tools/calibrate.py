@@ -18,13 +18,15 @@ padding, the blocks and waves of its tiling. The model (dispatch/cost.c, calibra
     us = launch_us + waves x wave_us + max(bytes / gbps, flops x padding x quantization / tflops)
 
 is fitted per kernel by minimizing the squared log error over those shapes (Nelder-Mead on
-the logs of the coefficients; plain Python, no dependency). Kernels without tiling run one
+the logs of the coefficients, started from fixed points and from the best points of a coarse
+grid; plain Python, no dependency). Kernels without tiling run one
 wave: their fixed cost is launch_us alone and their math rate stays the row's (tflops 0).
 Kernels measured on fewer than MIN_SHAPES shapes are left to the row's efficiency; kernels
 a sweep timed that this build's catalog (capabilities/kernel_ids.h) no longer has (rows
 measured and dropped) are left out.
 """
 import argparse
+import itertools
 import json
 import math
 import os
@@ -42,6 +44,12 @@ GBPS_CAP_X_COPY = 3.0
 # A tiled kernel's wave costs at least this (a block's start, first load and store): a kernel
 # timed only on one-wave shapes would otherwise fit 0 and look free on many-wave ones.
 WAVE_FLOOR_US = 1.0
+# The coarse grid whose best GRID_STARTS points start searches beside the two fixed starts.
+GRID_LAUNCH_US = (0.3, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+GRID_WAVE_US = (1.0, 2.0, 4.0, 7.0, 10.0, 14.0, 20.0)
+GRID_GBPS = (300.0, 600.0, 1200.0, 2000.0, 3000.0, 4500.0, 7000.0, 10000.0)
+GRID_TFLOPS = (20.0, 60.0, 150.0, 300.0, 450.0, 650.0, 900.0, 1300.0)
+GRID_STARTS = 2
 
 
 def samples_of(result):
@@ -109,6 +117,12 @@ def fit(samples, gbps_cap):
     starts = ([[math.log(3.0), math.log(2.0), math.log(2500.0), math.log(600.0)],
                [math.log(6.0), math.log(6.0), math.log(1000.0), math.log(200.0)]] if tiled else
               [[math.log(3.0), math.log(2500.0)], [math.log(8.0), math.log(800.0)]])
+    # The loss has local minima (a slow fixed cost traded for a slow bandwidth): the best points
+    # of a coarse grid over every coefficient start searches too.
+    axes = [GRID_LAUNCH_US, GRID_WAVE_US, GRID_GBPS, GRID_TFLOPS] if tiled else [GRID_LAUNCH_US, GRID_GBPS]
+    grid = sorted((loss([math.log(a) for a in point]), [math.log(a) for a in point])
+                  for point in itertools.product(*axes))
+    starts += [x for _, x in grid[:GRID_STARTS]]
     best = None
     for x in starts:
         for _ in range(3):  # restarts from the last optimum

@@ -114,6 +114,22 @@ struct bwd_row {
  * head dim that is no power of two from 8 to 256 (the lanes of a head must be a power of two
  * that divides the warp). */
 __device__ __forceinline__ int heads_a_step(int dp) { return dp >= 8 && dp <= 256 && (dp & (dp - 1)) == 0 ? 256 / dp : 0; }
+/* The fast paths' walk over a row's heads: `per` heads a step (a lane takes head
+ * h0 + lane / (32 / per)), U steps' loads (load(h, live) -> V) in flight before their uses
+ * (use(h, live, const V &)); every lane takes every step, so that a use may sum over a head's
+ * lanes. */
+template <int U, typename Load, typename Use>
+__device__ __forceinline__ void head_steps(int heads, int per, int lane, Load load, Use use) {
+  using V = decltype(load(0, false));
+  const int hl = lane / (32 / per);
+  for (int h0 = 0; h0 < heads; h0 += U * per) {
+    V x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) x[u] = load(h0 + u * per + hl, h0 + u * per + hl < heads);
+#pragma unroll
+    for (int u = 0; u < U; ++u) use(h0 + u * per + hl, h0 + u * per + hl < heads, x[u]);
+  }
+}
 /* The sum over the lanes of a head (lanes: a power of two; xor partners stay within it). */
 __device__ __forceinline__ float head_sum(float v, int lanes) {
   for (int o = lanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
@@ -140,28 +156,22 @@ __global__ void __launch_bounds__(256, 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_ge
     const T *pd = static_cast<const T *>(bg.dout.p) + r.b * bg.dout.sb + r.i * bg.dout.ss;
     float *drow = bg.dsum + row * heads;
     if (per > 0) {
-      const int hl = lane / lanes, c = (lane % lanes) * 8;
-      for (int h0 = 0; h0 < heads; h0 += U * per) {
-        vec16<T> x[U], y[U];
+      const int c = (lane % lanes) * 8;
+      struct pair {
+        vec16<T> o, d;
+      };
+      head_steps<U>(
+          heads, per, lane,
+          [&](int h, bool live) {
+            return live ? pair{load16(po + h * g.o.sh + c), load16(pd + h * bg.dout.sh + c)} : pair{};
+          },
+          [&](int h, bool live, const pair &x) {
+            float acc = 0.0f;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int h = h0 + u * per + hl;
-          if (h < heads) {
-            x[u] = load16(po + h * g.o.sh + c), y[u] = load16(pd + h * bg.dout.sh + c);
-          } else {
-            x[u] = y[u] = vec16<T>{};
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          float acc = 0.0f;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc = fmaf(to_f(x[u].v[e]), to_f(y[u].v[e]), acc);
-          acc = head_sum(acc, lanes);
-          const int h = h0 + u * per + hl;
-          if (h < heads && c == 0) drow[h] = acc;
-        }
-      }
+            for (int e = 0; e < 8; ++e) acc = fmaf(to_f(x.o.v[e]), to_f(x.d.v[e]), acc);
+            acc = head_sum(acc, lanes);
+            if (live && c == 0) drow[h] = acc;
+          });
     } else {
       for (int h = 0; h < heads; ++h) {
         float acc = 0.0f;

@@ -19,7 +19,8 @@
  *             shared memory, which the producer warpgroup's dQ writer adds to the
  *             accumulators by TMA reductions (cp.reduce.async.bulk.tensor .add, a box of 64
  *             rows x 32 columns at a time) and hands back once the copy engine has read it
- *           then dK times the scale and dV stored once (a GQA group's sum stays in the block);
+ *           then dK times the scale and dV stored once (a GQA group's sum stays in the block),
+ *           staged in K's and V's shared memory for whole-row 16-byte stores;
  *           or, where the key tiles fill too little of a wave (kv_parts > 1, the default
  *           kernels), each key tile's walk is cut in parts, a block each, and the part that
  *           finishes last adds the parts' dK and dV sums in part order (last_part) and stores.
@@ -213,26 +214,52 @@ __device__ __forceinline__ void round_frags(const float (&x)[N / 2], uint32_t (&
   }
 }
 
-/* A consumer's rows of dK or dV (f32 accumulators of the m64nDP layout, times `mul`) into
- * the gradient: rows past the sequence's end and columns past `cols` are not written. */
+/* Four 8x8 matrices of a warp's fragments into shared memory as they are: lane l gives the
+ * address of row l % 8 of matrix l / 8. */
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+/* A consumer warp's 16 rows of dK or dV (f32 accumulators of the m64nDP layout, times `mul`)
+ * into the gradient through `stage` (16 rows of DP * 2 bytes of shared memory no product reads
+ * any more): rounded and placed by stmatrix (16-byte chunks XOR-swizzled by row % 8, no bank
+ * conflicts), then read back 16 bytes a lane and stored a whole row per DP / 8 lanes (the rows
+ * are 16-byte aligned). Rows past the sequence's end and columns past `cols` are not written. */
 template <typename T, int DP>
-__device__ __forceinline__ void store_rows(const sdpa_view &out, int b, int64_t row0, int rows, int hk, int cols,
-                                           bool aligned, const float (&acc)[DP / 2], float mul, int lane) {
+__device__ __forceinline__ void store_rows(uint8_t *stage, const sdpa_view &out, int b, int64_t row0, int rows, int hk,
+                                           int cols, const float (&acc)[DP / 2], float mul, int lane) {
+  constexpr int RB = DP * 2, CH = DP / 8, RPI = 32 / CH; /* bytes a row, chunks a row, rows a store */
+#pragma unroll
+  for (int p = 0; p < DP / 16; ++p) { /* matrix j: rows (j % 2) 8 .., columns (2 p + j / 2) 8 .. */
+    uint32_t r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = 2 * p + j / 2, half = j % 2;
+      r[j] = pack2<T>(acc[n * 4 + half * 2] * mul, acc[n * 4 + half * 2 + 1] * mul);
+    }
+    const int j = lane / 8, row = (j % 2) * 8 + lane % 8, n = 2 * p + j / 2;
+    stmatrix_x4(sm90::smem_addr(stage + row * RB + ((n ^ (row % 8)) << 4)), r);
+  }
+  __syncwarp();
   T *base = static_cast<T *>(const_cast<void *>(out.p)) + b * out.sb + hk * out.sh;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = lane / 4 + half * 8;
-    if (r >= rows) continue;
-    T *p = base + (row0 + r) * out.ss;
+  for (int i = 0; i < 16 / RPI; ++i) {
+    const int row = i * RPI + lane / CH, c = lane % CH;
+    if (row >= rows) continue;
+    uint4 w;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                 : "r"(sm90::smem_addr(stage + row * RB + ((c ^ (row % 8)) << 4))));
+    T *q = base + (row0 + row) * out.ss + c * 8;
+    if (c * 8 + 8 <= cols) {
+      *reinterpret_cast<uint4 *>(q) = w;
+    } else { /* the head dim's last, partial chunk */
+      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) {
-      const int c = n * 8 + (lane % 4) * 2;
-      const float x0 = acc[n * 4 + half * 2] * mul, x1 = acc[n * 4 + half * 2 + 1] * mul;
-      if (aligned && c + 1 < cols) {
-        *reinterpret_cast<uint32_t *>(p + c) = pack2<T>(x0, x1);
-      } else {
-        if (c < cols) p[c * out.sd] = from_f<T>(x0);
-        if (c + 1 < cols) p[(c + 1) * out.sd] = from_f<T>(x1);
+      for (int e = 0; e < 8; ++e) {
+        if (c * 8 + e < cols) *reinterpret_cast<uint16_t *>(q + e) = (uint16_t)(words[e / 2] >> (16 * (e % 2)));
       }
     }
   }
@@ -445,7 +472,6 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     float dk[DP / 2], dv[DP / 2];
 #pragma unroll
     for (int i = 0; i < DP / 2; ++i) dk[i] = dv[i] = 0.0f;
-    mbar_wait(sm.kv_full, 0);
 
     /* my 64 keys' rows of K or V (a) against stage st's BM rows of Q or dout (b), one wgmma
      * group: S^T = K Q^T, dP^T = V dout^T */
@@ -486,11 +512,12 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = cw == 0 ? fa2bwd::lse_to_log2(x) : x;
     };
     walk_cursor cur(wk), nxt(wk); /* tile it's, tile it + 1's */
-    if (wk.count > 0) {
+    if (wk.count > 0) { /* the first tile's, read while K and V land */
       put(0, fetch(cur));
       named_bar_sync(1, 256);
     }
     nxt.advance();
+    mbar_wait(sm.kv_full, 0);
 
     float sc[BM / 2], dp[BM / 2], dqa[32];
     for (int64_t it = 0; it < wk.count; ++it, cur = nxt, nxt.advance()) {
@@ -569,11 +596,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
                                 part, dk, dv)) {
       return; /* another part adds and stores this key tile's dK and dV */
     }
+    /* dK and dV staged in the warp's rows of K and V, which no product reads once both
+     * consumer warpgroups are past their last (SPLIT: last_part's barriers are) */
+    if (!SPLIT) named_bar_sync(1, 256);
     const int rows = min(16, s.sk - (n0 + key0));
-    const int64_t row0 = s.k0 + n0 + key0;
-    const bool aligned = bg.aligned != 0;
-    store_rows<T, DP>(bg.dk, b, row0, rows, hk, g.d, aligned, dk, bg.scale, lane);
-    store_rows<T, DP>(bg.dv, b, row0, rows, hk, g.dv, aligned, dv, 1.0f, lane);
+    const int64_t row0 = s.k0 + n0 + key0, at = (int64_t)key0 * DP * 2;
+    store_rows<T, DP>(sm.k + at, bg.dk, b, row0, rows, hk, g.d, dk, bg.scale, lane);
+    store_rows<T, DP>(sm.v + at, bg.dv, b, row0, rows, hk, g.dv, dv, 1.0f, lane);
   }
 #else
   (void)map_q, (void)map_k, (void)map_v, (void)map_do, (void)bg;
@@ -598,28 +627,23 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
     const float *acc = bg.dq_acc + row * heads * cols;
     T *p = static_cast<T *>(const_cast<void *>(bg.dq.p)) + r.b * bg.dq.sb + r.i * bg.dq.ss;
     if (per > 0) {
-      const int hl = lane / lanes, c = (lane % lanes) * 8;
-      for (int h0 = 0; h0 < heads; h0 += U * per) {
-        float4 x[U][2];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int h = h0 + u * per + hl;
-          const float4 *src = reinterpret_cast<const float4 *>(acc + (int64_t)h * cols + c);
-          const bool live = h < heads && c < g.d;
-          x[u][0] = live ? __ldcs(src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          x[u][1] = live ? __ldcs(src + 1) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int h = h0 + u * per + hl;
-          if (h < heads && c < g.d) {
+      const int c = (lane % lanes) * 8;
+      struct eight {
+        float4 lo, hi;
+      };
+      fa2bwd::head_steps<U>(
+          heads, per, lane,
+          [&](int h, bool live) {
+            const float4 *src = reinterpret_cast<const float4 *>(acc + (int64_t)h * cols + c);
+            return live && c < g.d ? eight{__ldcs(src), __ldcs(src + 1)} : eight{};
+          },
+          [&](int h, bool live, const eight &x) {
+            if (!live || c >= g.d) return;
             const float s = bg.scale;
-            const uint4 w = make_uint4(pack2<T>(x[u][0].x * s, x[u][0].y * s), pack2<T>(x[u][0].z * s, x[u][0].w * s),
-                                       pack2<T>(x[u][1].x * s, x[u][1].y * s), pack2<T>(x[u][1].z * s, x[u][1].w * s));
+            const uint4 w = make_uint4(pack2<T>(x.lo.x * s, x.lo.y * s), pack2<T>(x.lo.z * s, x.lo.w * s),
+                                       pack2<T>(x.hi.x * s, x.hi.y * s), pack2<T>(x.hi.z * s, x.hi.w * s));
             *reinterpret_cast<uint4 *>(p + h * bg.dq.sh + c) = w;
-          }
-        }
-      }
+          });
     } else {
       for (int h = 0; h < heads; ++h) {
         for (int c = lane * 2; c < g.d; c += 64) {

@@ -29,13 +29,16 @@
  * and query rows past the tensors' extents read as zeros (TMA); varlen's neighbouring rows
  * are masked like any key past the end. Blocks start their walk over the query tiles at a
  * place of their own, so that the key tiles of a head do not all add into the same dQ rows at
- * once.
+ * once. Where a causal mask or a window makes the walks' lengths differ from key tile to key
+ * tile, blocks launch in chunks of order_chunk (batch, KV head) groups (as many as a wave
+ * holds), within a chunk every group's first key tile (its longest walk) first, then the
+ * second, and so on: the longest walks start first, whatever the group.
  *
  * DET (bitwise reproducible dQ): every block walks from its first tile, and the blocks of a
  * (batch, KV head) take their turns at a (query tile, head)'s accumulators from the last key
  * tile that sees it down to the first: the order in which causal walks reach it (the later
  * key tiles start at later query tiles; without a mask they all reach it at the same step).
- * Blocks launch in chunks of turn_chunk (batch, KV head) groups (as many as a wave holds),
+ * Blocks launch in chunks of order_chunk (batch, KV head) groups (as many as a wave holds),
  * within a chunk the groups' last key tiles first, then the tiles before them, and so on: a
  * block waits only for blocks launched before it, and a group's blocks start at the pace its
  * line of turns moves rather than all at once. A turn is an int32 counter a (query tile,
@@ -310,7 +313,8 @@ __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, 
 }
 #endif
 
-/* The main pass: grid (key tiles of BN, Hkv, batch; DET: launched in another order). The tensor
+/* The main pass: grid (key tiles of BN x parts, Hkv, batch; launched in another order where
+ * order_chunk says so). The tensor
  * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. SPLIT:
  * the key tiles' walks are in kv_parts parts (a kernel of its own: a launch in one part
  * carries none of the parts' code). */
@@ -332,17 +336,17 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const smem_plan<C> sm(smem_raw);
   /* grid x: key tiles x parts, a key tile's parts side by side (SPLIT: kv_parts > 1) */
   const int parts = SPLIT ? bg.kv_parts : 1;
-  int b = blockIdx.z, hk = blockIdx.y, blk = (int)blockIdx.x / parts;
-  const int part = (int)blockIdx.x % parts;
-  if (DET) { /* the launch order: see turn_chunk */
+  int b = blockIdx.z, hk = blockIdx.y, x = blockIdx.x;
+  if (bg.order_chunk > 0) { /* the launch order: see order_chunk */
     const int nk = gridDim.x;
-    const int64_t groups = (int64_t)gridDim.y * gridDim.z, per = (int64_t)bg.turn_chunk * nk;
+    const int64_t groups = (int64_t)gridDim.y * gridDim.z, per = (int64_t)bg.order_chunk * nk;
     const int64_t lin = blockIdx.x + (int64_t)nk * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
     const int64_t chunk = lin / per, in = lin % per;
-    const int cc = (int)min((int64_t)bg.turn_chunk, groups - chunk * bg.turn_chunk);
-    const int64_t gi = chunk * bg.turn_chunk + in % cc;
-    blk = nk - 1 - (int)(in / cc), hk = (int)(gi % gridDim.y), b = (int)(gi / gridDim.y);
+    const int cc = (int)min((int64_t)bg.order_chunk, groups - chunk * bg.order_chunk);
+    const int64_t gi = chunk * bg.order_chunk + in % cc;
+    x = DET ? nk - 1 - (int)(in / cc) : (int)(in / cc), hk = (int)(gi % gridDim.y), b = (int)(gi / gridDim.y);
   }
+  const int blk = x / parts, part = x % parts;
   const int n0 = blk * BN;
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
@@ -680,7 +684,11 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),
                 (unsigned)g.batch);
   sdpa_bwd_geom kg = bg;
-  kg.turn_chunk = gk.x > 0 && (unsigned)sm_count > gk.x ? (int32_t)((unsigned)sm_count / gk.x) : 1;
+  /* the launch order (see order_chunk): DET's, and where the walks' lengths differ from key
+   * tile to key tile (a causal mask or a window) longest first */
+  const bool uneven = g.window_left >= 0 || g.window_right >= 0;
+  const int32_t wave_groups = gk.x > 0 && (unsigned)sm_count > gk.x ? (int32_t)((unsigned)sm_count / gk.x) : 1;
+  kg.order_chunk = DET || uneven ? wave_groups : 0;
   /* the main pass and the dQ conversion as programmatic dependent launches: each is resident
    * and set up while the launch before it drains (each waits before it reads what that wrote) */
   cudaLaunchAttribute pdl[1];

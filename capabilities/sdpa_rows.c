@@ -512,7 +512,9 @@ static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
   static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }         \
   static size_t bwd_sm90_det_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_det_workspace(p, D); } \
   static const char *bwd_sm90_plan_##NAME(const opsi_problem *p) {                                          \
-    return opsi_sdpa_bwd_sm90_plan(bwd_sm90_parts(p, D));                                                   \
+    return opsi_sdpa_bwd_sm90_plan(bwd_sm90_parts(p, D),                                                    \
+                                   opsi_sdpa_bwd_sm90_uneven(p->extra[0], p->extra[1], p->dims[OPSI_SDPA_SQ], \
+                                                             p->dims[OPSI_SDPA_SK]));                        \
   }
 OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #undef SDPA_BWD_SM90_FNS

@@ -686,7 +686,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   sdpa_bwd_geom kg = bg;
   /* the launch order (see order_chunk): DET's, and where the walks' lengths differ from key
    * tile to key tile (a causal mask or a window) longest first */
-  const bool uneven = g.window_left >= 0 || g.window_right >= 0;
+  const bool uneven = opsi_sdpa_bwd_sm90_uneven(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k);
   const int32_t wave_groups = gk.x > 0 && (unsigned)sm_count > gk.x ? (int32_t)((unsigned)sm_count / gk.x) : 1;
   kg.order_chunk = DET || uneven ? wave_groups : 0;
   /* the main pass and the dQ conversion as programmatic dependent launches: each is resident

@@ -79,13 +79,27 @@ static inline int32_t opsi_sdpa_bwd_sm90_parts(int64_t batch, int64_t heads_kv, 
   }
   return best;
 }
-/* The plan of a part count, in static words (explain, the profiler). */
-static inline const char *opsi_sdpa_bwd_sm90_plan(int32_t parts) {
-  switch (parts) {
-    case 1: return "a block a key tile";
-    case 2: return "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order";
-    case 4: return "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order";
-    case 8: return "each key tile's walk in 8 parts, the last to finish adds their dK, dV in part order";
+/* Whether a causal mask or a window (-1: none; a side at least as wide as the keys or the
+ * queries cuts nothing) makes the key tiles' walks differ in length: the main pass then
+ * launches its blocks longest walk first (sdpa_bwd_sm90.cuh, order_chunk). */
+static inline int opsi_sdpa_bwd_sm90_uneven(int64_t window_left, int64_t window_right, int64_t seqlen_q,
+                                            int64_t seqlen_k) {
+  return (window_left >= 0 && window_left < seqlen_k) || (window_right >= 0 && window_right < seqlen_q);
+}
+/* The plan of a part count and launch order, in static words (explain, the profiler). */
+static inline const char *opsi_sdpa_bwd_sm90_plan(int32_t parts, int uneven) {
+  switch (parts * 2 + (uneven != 0)) {
+    case 2: return "a block a key tile";
+    case 3: return "a block a key tile, the longest walks launched first";
+    case 4: return "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order";
+    case 5: return "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order; the "
+                   "longest walks launched first";
+    case 8: return "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order";
+    case 9: return "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the "
+                   "longest walks launched first";
+    case 16: return "each key tile's walk in 8 parts, the last to finish adds their dK, dV in part order";
+    case 17: return "each key tile's walk in 8 parts, the last to finish adds their dK, dV in part order; the "
+                    "longest walks launched first";
     default: return "each key tile's walk in parts (unlisted count)";
   }
 }

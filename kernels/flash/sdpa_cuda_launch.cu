@@ -229,7 +229,11 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
     bg.dq_turns = tiles;
     bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_sums_offset(bg.rows, bg.f.heads_q, DP, tiles));
   }
-  if (!DET) ctx->info->plan = opsi_sdpa_bwd_sm90_plan(parts);
+  if (!DET) {
+    const opsi_sdpa_geom &g = bg.f;
+    ctx->info->plan =
+        opsi_sdpa_bwd_sm90_plan(parts, opsi_sdpa_bwd_sm90_uneven(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k));
+  }
   CUtensorMap mq, mk, mv, mdo, mdq;
   /* an empty operand has no map (TMA takes no extent of 0): with no key there is no main pass
    * (dq is 0, dk and dv empty); with no query row the main pass loads no query tile (dk and

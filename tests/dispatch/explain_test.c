@@ -678,20 +678,24 @@ static void launch_variants_are_rows_or_plans(void **state) {
 
   /* the attention backward: the default Hopper row cuts each key tile's walk in parts where
    * the key tiles fill too little of a wave (B1 S512 GQA 32:8: 32 key tiles on 132 SMs, 4
-   * parts), a block a key tile where they fill it (B16 S256 H32: 1024); the deterministic
-   * row has one way to run */
+   * parts), a block a key tile where they fill it (B16 S256 H32: 1024), and launches causal
+   * walks longest first; the deterministic row has one way to run */
   static const struct {
     int64_t b, s, hq, hkv;
+    int causal;
     const char *plan;
-  } kBwd[2] = {{1, 512, 32, 8, "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order"},
-               {16, 256, 32, 32, "a block a key tile"}};
-  for (int c = 0; c < 2; ++c) {
+  } kBwd[3] = {{1, 512, 32, 8, 1,
+                "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the longest "
+                "walks launched first"},
+               {16, 256, 32, 32, 1, "a block a key tile, the longest walks launched first"},
+               {16, 256, 32, 32, 0, "a block a key tile"}};
+  for (int c = 0; c < 3; ++c) {
     const int64_t qs2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hq, 128}, ks2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hkv, 128},
                   ls2[3] = {kBwd[c].b, kBwd[c].hq, kBwd[c].s};
     ops_tensor tq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs2), tk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks2);
     ops_tensor tl = desc(OPS_DTYPE_F32, ops_device_cuda(0), 3, ls2);
     ops_sdpa_params_init(&p);
-    p.causal = 1;
+    p.causal = kBwd[c].causal;
     OPST_OK(ops_sdpa_backward_explain(v, &p, &tq, &tk, &tk, &tq, &tl, &tq, &tq, &tk, &tk, &e));
     const ops_verdict *dflt = verdict_of(&e, "cuda_sdpa_backward_sm90_d128");
     const ops_verdict *det = verdict_of(&e, "cuda_sdpa_backward_sm90_det_d128");

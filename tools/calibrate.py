@@ -26,6 +26,7 @@ a sweep timed that this build's catalog (capabilities/kernel_ids.h) no longer ha
 measured and dropped) are left out.
 """
 import argparse
+import heapq
 import itertools
 import json
 import math
@@ -120,9 +121,8 @@ def fit(samples, gbps_cap):
     # The loss has local minima (a slow fixed cost traded for a slow bandwidth): the best points
     # of a coarse grid over every coefficient start searches too.
     axes = [GRID_LAUNCH_US, GRID_WAVE_US, GRID_GBPS, GRID_TFLOPS] if tiled else [GRID_LAUNCH_US, GRID_GBPS]
-    grid = sorted((loss([math.log(a) for a in point]), [math.log(a) for a in point])
-                  for point in itertools.product(*axes))
-    starts += [x for _, x in grid[:GRID_STARTS]]
+    grid = ([math.log(a) for a in point] for point in itertools.product(*axes))
+    starts += heapq.nsmallest(GRID_STARTS, grid, key=loss)
     best = None
     for x in starts:
         for _ in range(3):  # restarts from the last optimum

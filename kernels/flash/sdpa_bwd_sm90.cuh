@@ -217,14 +217,6 @@ __device__ __forceinline__ void round_frags(const float (&x)[N / 2], uint32_t (&
   }
 }
 
-/* Four 8x8 matrices of a warp's fragments into shared memory as they are: lane l gives the
- * address of row l % 8 of matrix l / 8. */
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
-               "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
 /* A consumer warp's 16 rows of dK or dV (f32 accumulators of the m64nDP layout, times `mul`)
  * into the gradient through `stage` (16 rows of DP * 2 bytes of shared memory no product reads
  * any more): rounded and placed by stmatrix (16-byte chunks XOR-swizzled by row % 8, no bank
@@ -243,7 +235,7 @@ __device__ __forceinline__ void store_rows(uint8_t *stage, const sdpa_view &out,
       r[j] = pack2<T>(acc[n * 4 + half * 2] * mul, acc[n * 4 + half * 2 + 1] * mul);
     }
     const int j = lane / 8, row = (j % 2) * 8 + lane % 8, n = 2 * p + j / 2;
-    stmatrix_x4(sm90::smem_addr(stage + row * RB + ((n ^ (row % 8)) << 4)), r);
+    sm90::stmatrix_x4(sm90::smem_addr(stage + row * RB + ((n ^ (row % 8)) << 4)), r[0], r[1], r[2], r[3]);
   }
   __syncwarp();
   T *base = static_cast<T *>(const_cast<void *>(out.p)) + b * out.sb + hk * out.sh;

@@ -239,6 +239,7 @@ static opsi_sdpa_bwd_geom device_bwd_geom(const opsi_sdpa_bwd_args *ba) {
   g.dout = view_of(&ba->dout), g.dq = view_of(&ba->dq), g.dk = view_of(&ba->dk), g.dv = view_of(&ba->dv);
   g.dsum_sb = a->varlen ? 0 : a->seqlen_q;
   g.rows = a->varlen ? a->q.shape[1] : a->batch * a->seqlen_q;
+  g.row_heads = g.f.heads_q > 0 ? g.f.heads_q : 1; /* every head a unit; the launchers narrow it */
   g.scale = (float)a->scale;
   g.aligned = g.f.aligned && rows_aligned(&ba->dout) && rows_aligned(&ba->dq) && rows_aligned(&ba->dk) &&
               rows_aligned(&ba->dv);

@@ -103,31 +103,37 @@ __device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)
     for (int e = 0; e < 4; ++e) dp[n][e] = p[n][e] * (dp[n][e] - d(n, e));
 }
 
-/* A warp a query row (every head of it), grid-stride, for the launches around the main
- * passes; the row's batch and position within it (varlen: batch 0, the packed row). */
+/* A warp a query row, grid-stride over x, for the launches around the main passes; grid y
+ * cuts a row's heads into runs of bg.row_heads (one run of every head, or several where the rows
+ * alone are too few to fill the SMs: row_heads), the block's run heads [h0, h1). The row's
+ * batch and position within it (varlen: batch 0, the packed row). */
 struct bwd_row {
   int64_t b, i;
+  int h0, h1;
   __device__ __forceinline__ bwd_row(const sdpa_bwd_geom &bg, int64_t row)
-      : b(bg.dsum_sb > 0 ? row / bg.dsum_sb : 0), i(bg.dsum_sb > 0 ? row % bg.dsum_sb : row) {}
+      : b(bg.dsum_sb > 0 ? row / bg.dsum_sb : 0), i(bg.dsum_sb > 0 ? row % bg.dsum_sb : row),
+        h0((int)blockIdx.y * bg.row_heads), h1(min(bg.f.heads_q, h0 + bg.row_heads)) {}
 };
 /* Heads a warp step covers where a lane takes 8 columns of a head: DP / 8 lanes a head; 0 for a
  * head dim that is no power of two from 8 to 256 (the lanes of a head must be a power of two
  * that divides the warp). */
-__device__ __forceinline__ int heads_a_step(int dp) { return dp >= 8 && dp <= 256 && (dp & (dp - 1)) == 0 ? 256 / dp : 0; }
-/* The fast paths' walk over a row's heads: `per` heads a step (a lane takes head
- * h0 + lane / (32 / per)), U steps' loads (load(h, live) -> V) in flight before their uses
+__host__ __device__ __forceinline__ int heads_a_step(int dp) { return dp >= 8 && dp <= 256 && (dp & (dp - 1)) == 0 ? 256 / dp : 0; }
+/* Steps of a walk over a row's heads whose loads are in flight at once (head_steps' U). */
+enum { ROW_STEPS = 4 };
+/* The fast paths' walk over heads [h0, h1) of a row: `per` heads a step (a lane takes head
+ * h + lane / (32 / per)), U steps' loads (load(h, live) -> V) in flight before their uses
  * (use(h, live, const V &)); every lane takes every step, so that a use may sum over a head's
  * lanes. */
 template <int U, typename Load, typename Use>
-__device__ __forceinline__ void head_steps(int heads, int per, int lane, Load load, Use use) {
+__device__ __forceinline__ void head_steps(int h0, int h1, int per, int lane, Load load, Use use) {
   using V = decltype(load(0, false));
   const int hl = lane / (32 / per);
-  for (int h0 = 0; h0 < heads; h0 += U * per) {
+  for (int h = h0; h < h1; h += U * per) {
     V x[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) x[u] = load(h0 + u * per + hl, h0 + u * per + hl < heads);
+    for (int u = 0; u < U; ++u) x[u] = load(h + u * per + hl, h + u * per + hl < h1);
 #pragma unroll
-    for (int u = 0; u < U; ++u) use(h0 + u * per + hl, h0 + u * per + hl < heads, x[u]);
+    for (int u = 0; u < U; ++u) use(h + u * per + hl, h + u * per + hl < h1, x[u]);
   }
 }
 /* The sum over the lanes of a head (lanes: a power of two; xor partners stay within it). */
@@ -136,22 +142,24 @@ __device__ __forceinline__ float head_sum(float v, int lanes) {
   return v;
 }
 
-/* D = rowsum(dout * o), a warp a query row; the row's dQ accumulators zeroed where the call has
- * them, and the turn counters. Aligned rows whose dv is a power of two: a lane reads 16 bytes
- * of o and dout of one head a step, four steps' loads in flight before their sums; else a head
- * at a time, the lanes over its columns (16 bytes a lane where the rows are aligned and dv is a
- * multiple of 8). */
-template <typename T>
-__global__ void __launch_bounds__(256, 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
+/* D = rowsum(dout * o), a warp a query row's run of heads (bwd_row; !RUNS: every head, the
+ * launch of calls whose rows fill the SMs, with the registers for 3 blocks an SM); the run's dQ
+ * accumulators zeroed where the call has them, and the turn counters. Aligned rows whose dv is
+ * a power of two: a lane reads 16 bytes of o and dout of one head a step, four steps' loads in
+ * flight before their sums; else a head at a time, the lanes over its columns (16 bytes a lane
+ * where the rows are aligned and dv is a multiple of 8). */
+template <typename T, bool RUNS>
+__global__ void __launch_bounds__(256, RUNS ? 2 : 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;"); /* Hopper's main pass may launch (it waits) */
 #endif
-  constexpr int U = 4; /* steps in flight */
+  constexpr int U = ROW_STEPS;
   const int lane = threadIdx.x % 32, heads = g.heads_q;
   const int per = bg.aligned ? heads_a_step(g.dv) : 0, lanes = per > 0 ? 32 / per : 32;
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
-    const bwd_row r(bg, row);
+    bwd_row r(bg, row);
+    if (!RUNS) r.h0 = 0, r.h1 = heads;
     const T *po = static_cast<const T *>(g.o.p) + r.b * g.o.sb + r.i * g.o.ss;
     const T *pd = static_cast<const T *>(bg.dout.p) + r.b * bg.dout.sb + r.i * bg.dout.ss;
     float *drow = bg.dsum + row * heads;
@@ -161,7 +169,7 @@ __global__ void __launch_bounds__(256, 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_ge
         vec16<T> o, d;
       };
       head_steps<U>(
-          heads, per, lane,
+          r.h0, r.h1, per, lane,
           [&](int h, bool live) {
             return live ? pair{load16(po + h * g.o.sh + c), load16(pd + h * bg.dout.sh + c)} : pair{};
           },
@@ -173,7 +181,7 @@ __global__ void __launch_bounds__(256, 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_ge
             if (live && c == 0) drow[h] = acc;
           });
     } else {
-      for (int h = 0; h < heads; ++h) {
+      for (int h = r.h0; h < r.h1; ++h) {
         float acc = 0.0f;
         if (bg.aligned && g.dv % 8 == 0) {
           for (int c = lane * 8; c < g.dv; c += 256) {
@@ -190,23 +198,47 @@ __global__ void __launch_bounds__(256, 3) sdpa_bwd_dsum_kernel(const sdpa_bwd_ge
         if (lane == 0) drow[h] = acc;
       }
     }
-    if (bg.dq_acc != nullptr) {
-      float4 *z = reinterpret_cast<float4 *>(bg.dq_acc + row * heads * bg.dq_cols);
-      for (int c = lane; c < heads * bg.dq_cols / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (bg.dq_acc != nullptr) { /* the run's heads of the row, contiguous; dq_cols a multiple of 4 */
+      float4 *z = reinterpret_cast<float4 *>(bg.dq_acc + (row * heads + r.h0) * bg.dq_cols);
+      for (int c = lane; c < (r.h1 - r.h0) * bg.dq_cols / 4; c += 32) z[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < bg.dq_turns; i += (int64_t)gridDim.x * blockDim.x) {
-    bg.dq_turn[i] = 0;
-  }
+  const int64_t t0 = ((int64_t)blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = t0; i < bg.dq_turns; i += (int64_t)gridDim.x * gridDim.y * blockDim.x) bg.dq_turn[i] = 0;
 }
 
-/* Blocks of the launches a warp a query row (8 warps a block), at most 16 blocks an SM. */
-inline unsigned row_blocks(const sdpa_bwd_geom &bg, int sm_count) {
-  const int64_t want = (bg.rows + 7) / 8, cap = (int64_t)sm_count * 16;
-  return (unsigned)(want < cap ? want : cap);
+/* The heads of a run (bwd_row) of the launches around the main passes: every head of a row
+ * where the rows give each SM ROW_WARPS_AN_SM warps; else runs of `step` heads (the heads of a
+ * warp's loads in flight) times the most doublings that still give as many (row, run) warps, or
+ * one step. */
+enum { ROW_WARPS_AN_SM = 48 };
+inline int32_t row_heads(int64_t rows, int heads, int step, int sm_count) {
+  const int64_t want = (int64_t)sm_count * ROW_WARPS_AN_SM;
+  if (step < 1 || heads <= step || rows >= want || (heads + step - 1) / step > 65535) return heads > 0 ? heads : 1;
+  int32_t run = step;
+  while ((int64_t)run * 2 < heads && rows * ((heads + run * 2 - 1) / (run * 2)) >= want) run *= 2;
+  return run;
+}
+/* bg for such a launch over `cols` columns a head: row_heads with a step of ROW_STEPS loads of
+ * a lane where the launch takes its fast path (`fast`), one head otherwise */
+inline sdpa_bwd_geom in_runs(const sdpa_bwd_geom &bg, int cols, bool fast, int sm_count) {
+  sdpa_bwd_geom kg = bg;
+  const int per = fast ? heads_a_step(cols) : 0;
+  kg.row_heads = row_heads(bg.rows, bg.f.heads_q, per > 0 ? ROW_STEPS * per : 1, sm_count);
+  return kg;
+}
+/* The grid of those launches: x blocks of 8 warps over the rows, y the runs of a row's heads;
+ * at most 16 blocks an SM. */
+inline dim3 row_blocks(const sdpa_bwd_geom &bg, int sm_count) {
+  const int64_t runs = (bg.f.heads_q + bg.row_heads - 1) / bg.row_heads;
+  const int64_t want = (bg.rows + 7) / 8, cap = (int64_t)sm_count * 16 / runs;
+  return dim3((unsigned)(want < cap ? want : cap > 0 ? cap : 1), (unsigned)runs);
 }
 template <typename T> void launch_dsum(const sdpa_bwd_geom &bg, int sm_count, cudaStream_t stream) {
-  if (bg.rows > 0 && bg.f.heads_q > 0) sdpa_bwd_dsum_kernel<T><<<row_blocks(bg, sm_count), 256, 0, stream>>>(bg);
+  if (bg.rows <= 0 || bg.f.heads_q <= 0) return;
+  const sdpa_bwd_geom kg = in_runs(bg, bg.f.dv, bg.aligned != 0, sm_count);
+  if (kg.row_heads < bg.f.heads_q) sdpa_bwd_dsum_kernel<T, true><<<row_blocks(kg, sm_count), 256, 0, stream>>>(kg);
+  else sdpa_bwd_dsum_kernel<T, false><<<row_blocks(kg, sm_count), 256, 0, stream>>>(kg);
 }
 
 /* dK and dV of BN keys of one (batch, KV head): grid (key tiles, Hkv, batch). FULL: both head

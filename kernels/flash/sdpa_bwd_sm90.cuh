@@ -606,16 +606,16 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 #endif
 }
 
-/* dq = the accumulators times the scale, a warp a query row (fa2bwd's row walk). Where d is a
- * multiple of 8 and dq_cols a power of two, a lane takes 8 columns of one head a step (two
- * 16-byte loads, one 16-byte store: the rows are aligned), four steps' loads in flight; else
- * two columns a lane, a head at a time. */
+/* dq = the accumulators times the scale, a warp a query row's run of heads (fa2bwd's
+ * bwd_row). Where d is a multiple of 8 and dq_cols a power of two, a lane takes 8 columns of one
+ * head a step (two 16-byte loads, one 16-byte store: the rows are aligned), four steps' loads
+ * in flight; else two columns a lane, a head at a time. */
 template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert_kernel(const sdpa_bwd_geom bg) {
   const sdpa_geom &g = bg.f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory"); /* the main pass's accumulators, complete */
 #endif
-  constexpr int U = 4; /* steps in flight */
+  constexpr int U = fa2bwd::ROW_STEPS;
   const int lane = threadIdx.x % 32, heads = g.heads_q, cols = bg.dq_cols;
   const int per = bg.aligned && g.d % 8 == 0 ? fa2bwd::heads_a_step(cols) : 0, lanes = per > 0 ? 32 / per : 32;
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
@@ -628,7 +628,7 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
         float4 lo, hi;
       };
       fa2bwd::head_steps<U>(
-          heads, per, lane,
+          r.h0, r.h1, per, lane,
           [&](int h, bool live) {
             const float4 *src = reinterpret_cast<const float4 *>(acc + (int64_t)h * cols + c);
             return live && c < g.d ? eight{__ldcs(src), __ldcs(src + 1)} : eight{};
@@ -641,7 +641,7 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
             *reinterpret_cast<uint4 *>(p + h * bg.dq.sh + c) = w;
           });
     } else {
-      for (int h = 0; h < heads; ++h) {
+      for (int h = r.h0; h < r.h1; ++h) {
         for (int c = lane * 2; c < g.d; c += 64) {
           const float2 x = *reinterpret_cast<const float2 *>(acc + (int64_t)h * cols + c);
           T *q = p + h * bg.dq.sh;
@@ -694,8 +694,9 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
     if (e != cudaSuccess) return e;
   }
   if (bg.rows > 0 && g.heads_q > 0 && g.d > 0) {
-    lc.gridDim = dim3(fa2bwd::row_blocks(bg, sm_count)), lc.blockDim = dim3(256), lc.dynamicSmemBytes = 0;
-    e = cudaLaunchKernelEx(&lc, sdpa_bwd_dq_convert_kernel<T>, bg);
+    const sdpa_bwd_geom cg = fa2bwd::in_runs(bg, bg.dq_cols, bg.aligned && g.d % 8 == 0, sm_count);
+    lc.gridDim = fa2bwd::row_blocks(cg, sm_count), lc.blockDim = dim3(256), lc.dynamicSmemBytes = 0;
+    e = cudaLaunchKernelEx(&lc, sdpa_bwd_dq_convert_kernel<T>, cg);
     if (e != cudaSuccess) return e;
   }
   grid[0] = (int32_t)gk.x, grid[1] = (int32_t)gk.y, grid[2] = (int32_t)gk.z;

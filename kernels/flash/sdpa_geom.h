@@ -71,6 +71,7 @@ typedef struct opsi_sdpa_bwd_geom {
   int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */
   float scale;   /* the softmax scale (f.scale_log2 / log2(e)) */
   int32_t aligned; /* f.aligned, and dout, dq, dk, dv alike */
+  int32_t row_heads; /* the launches around the main passes: heads a warp's unit (fa2bwd::row_heads) */
 } opsi_sdpa_bwd_geom;
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_GEOM_H_ */

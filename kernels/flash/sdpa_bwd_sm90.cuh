@@ -266,8 +266,9 @@ __device__ __forceinline__ void store_rows(uint8_t *stage, const sdpa_view &out,
  * after their walk: its dK and dV sums into its slot of the workspace (float4 j of consumer
  * thread t at [tile][part][j][t]: coalesced), then the tile's counter counts it in. The part
  * that counts last returns true with dk and dv replaced by the sum of every part's, added in
- * part order (its own read back like the others'); the others return false. `flag`: a word of
- * shared memory no longer in use (the walk's LSE buffer). */
+ * part order (its own read back like the others'), a part's every float4 of dK (then of dV)
+ * loaded at once before they are added; the others return false. `flag`: a word of shared
+ * memory no longer in use (the walk's LSE buffer). */
 template <int DP>
 __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, int64_t tile, int parts, int part,
                                           float (&dk)[DP / 2], float (&dv)[DP / 2]) {
@@ -289,18 +290,20 @@ __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, 
   }
   sm90::named_bar_sync(1, 256);
   if (*reinterpret_cast<volatile int *>(flag) == 0) return false;
+  const auto add_parts = [&](float(&acc)[DP / 2], int at) { /* at: dK's float4s (0) or dV's (J) */
+    for (int q = 0; q < parts; ++q) { /* in part order */
+      float4 x[J];
 #pragma unroll
-  for (int j = 0; j < J; ++j) { /* float4 j of every part, in part order */
-    float4 k = __ldcg(slots + j * 256), v = __ldcg(slots + (J + j) * 256);
-    for (int q = 1; q < parts; ++q) {
-      const float4 kq = __ldcg(slots + ((int64_t)q * 2 * J + j) * 256);
-      const float4 vq = __ldcg(slots + ((int64_t)q * 2 * J + J + j) * 256);
-      k.x += kq.x, k.y += kq.y, k.z += kq.z, k.w += kq.w;
-      v.x += vq.x, v.y += vq.y, v.z += vq.z, v.w += vq.w;
+      for (int j = 0; j < J; ++j) x[j] = __ldcg(slots + ((int64_t)q * 2 * J + at + j) * 256);
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        if (q == 0) acc[j * 4] = x[j].x, acc[j * 4 + 1] = x[j].y, acc[j * 4 + 2] = x[j].z, acc[j * 4 + 3] = x[j].w;
+        else acc[j * 4] += x[j].x, acc[j * 4 + 1] += x[j].y, acc[j * 4 + 2] += x[j].z, acc[j * 4 + 3] += x[j].w;
+      }
     }
-    dk[j * 4] = k.x, dk[j * 4 + 1] = k.y, dk[j * 4 + 2] = k.z, dk[j * 4 + 3] = k.w;
-    dv[j * 4] = v.x, dv[j * 4 + 1] = v.y, dv[j * 4 + 2] = v.z, dv[j * 4 + 3] = v.w;
-  }
+  };
+  add_parts(dk, 0);
+  add_parts(dv, J);
   return true;
 }
 #endif

@@ -83,7 +83,9 @@ template <int DP_> struct cfg {
   static_assert(BN == 128, "two consumer warpgroups of 64 keys");
   static_assert((DP == 64 && BM == 128) || (DP == 128 && BM == 64), "dQ in two 64 x 64 pieces a step");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one block");
-  static_assert(LOAD_REGS * 128 + MMA_REGS * 256 <= 65536, "register split");
+  /* setmaxnreg moves registers within the block's launch allocation (65536 / THREADS a thread,
+   * rounded down to 8), not the SM's whole file: an increase beyond it waits forever */
+  static_assert(LOAD_REGS * 128 + MMA_REGS * 256 <= THREADS * (65536 / THREADS / 8 * 8), "register split");
 };
 
 /* Shared memory, 1024-byte aligned (the swizzle's atom): K, V (BN x DP), the ring's Q and

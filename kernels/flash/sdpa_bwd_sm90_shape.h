@@ -87,19 +87,19 @@ static inline int opsi_sdpa_bwd_sm90_uneven(int64_t window_left, int64_t window_
   return (window_left >= 0 && window_left < seqlen_k) || (window_right >= 0 && window_right < seqlen_q);
 }
 /* The plan of a part count and launch order, in static words (explain, the profiler). */
+#define OPSI_SDPA_BWD_SM90_PLAN_PARTS(n)                                                                       \
+  "each key tile's walk in " #n " parts, the last to finish adds their dK, dV in part order"
+#define OPSI_SDPA_BWD_SM90_PLAN_LONGEST "the longest walks launched first"
 static inline const char *opsi_sdpa_bwd_sm90_plan(int32_t parts, int uneven) {
   switch (parts * 2 + (uneven != 0)) {
     case 2: return "a block a key tile";
-    case 3: return "a block a key tile, the longest walks launched first";
-    case 4: return "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order";
-    case 5: return "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order; the "
-                   "longest walks launched first";
-    case 8: return "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order";
-    case 9: return "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the "
-                   "longest walks launched first";
-    case 16: return "each key tile's walk in 8 parts, the last to finish adds their dK, dV in part order";
-    case 17: return "each key tile's walk in 8 parts, the last to finish adds their dK, dV in part order; the "
-                    "longest walks launched first";
+    case 3: return "a block a key tile, " OPSI_SDPA_BWD_SM90_PLAN_LONGEST;
+    case 4: return OPSI_SDPA_BWD_SM90_PLAN_PARTS(2);
+    case 5: return OPSI_SDPA_BWD_SM90_PLAN_PARTS(2) "; " OPSI_SDPA_BWD_SM90_PLAN_LONGEST;
+    case 8: return OPSI_SDPA_BWD_SM90_PLAN_PARTS(4);
+    case 9: return OPSI_SDPA_BWD_SM90_PLAN_PARTS(4) "; " OPSI_SDPA_BWD_SM90_PLAN_LONGEST;
+    case 16: return OPSI_SDPA_BWD_SM90_PLAN_PARTS(8);
+    case 17: return OPSI_SDPA_BWD_SM90_PLAN_PARTS(8) "; " OPSI_SDPA_BWD_SM90_PLAN_LONGEST;
     default: return "each key tile's walk in parts (unlisted count)";
   }
 }

@@ -118,6 +118,11 @@ struct bwd_row {
  * head dim that is no power of two from 8 to 256 (the lanes of a head must be a power of two
  * that divides the warp). */
 __host__ __device__ __forceinline__ int heads_a_step(int dp) { return dp >= 8 && dp <= 256 && (dp & (dp - 1)) == 0 ? 256 / dp : 0; }
+/* Heads a warp step of D's fast path covers (aligned rows, dv a power of two), 0 where it
+ * takes a head at a time: for its kernel and its launch's runs alike. */
+__host__ __device__ __forceinline__ int dsum_heads_a_step(const sdpa_bwd_geom &bg) {
+  return bg.aligned ? heads_a_step(bg.f.dv) : 0;
+}
 /* Steps of a walk over a row's heads whose loads are in flight at once (head_steps' U). */
 enum { ROW_STEPS = 4 };
 /* The fast paths' walk over heads [h0, h1) of a row: `per` heads a step (a lane takes head
@@ -156,7 +161,7 @@ __global__ void __launch_bounds__(256, RUNS ? 2 : 3) sdpa_bwd_dsum_kernel(const 
 #endif
   constexpr int U = ROW_STEPS;
   const int lane = threadIdx.x % 32, heads = g.heads_q;
-  const int per = bg.aligned ? heads_a_step(g.dv) : 0, lanes = per > 0 ? 32 / per : 32;
+  const int per = dsum_heads_a_step(bg), lanes = per > 0 ? 32 / per : 32;
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
     bwd_row r(bg, row);
     if (!RUNS) r.h0 = 0, r.h1 = heads;
@@ -219,11 +224,10 @@ inline int32_t row_heads(int64_t rows, int heads, int step, int sm_count) {
   while ((int64_t)run * 2 < heads && rows * ((heads + run * 2 - 1) / (run * 2)) >= want) run *= 2;
   return run;
 }
-/* bg for such a launch over `cols` columns a head: row_heads with a step of ROW_STEPS loads of
- * a lane where the launch takes its fast path (`fast`), one head otherwise */
-inline sdpa_bwd_geom in_runs(const sdpa_bwd_geom &bg, int cols, bool fast, int sm_count) {
+/* bg for such a launch whose fast path covers `per` heads a warp step (0: none, a head at a
+ * time): row_heads with a step of ROW_STEPS such steps, or of one head */
+inline sdpa_bwd_geom in_runs(const sdpa_bwd_geom &bg, int per, int sm_count) {
   sdpa_bwd_geom kg = bg;
-  const int per = fast ? heads_a_step(cols) : 0;
   kg.row_heads = row_heads(bg.rows, bg.f.heads_q, per > 0 ? ROW_STEPS * per : 1, sm_count);
   return kg;
 }
@@ -236,7 +240,7 @@ inline dim3 row_blocks(const sdpa_bwd_geom &bg, int sm_count) {
 }
 template <typename T> void launch_dsum(const sdpa_bwd_geom &bg, int sm_count, cudaStream_t stream) {
   if (bg.rows <= 0 || bg.f.heads_q <= 0) return;
-  const sdpa_bwd_geom kg = in_runs(bg, bg.f.dv, bg.aligned != 0, sm_count);
+  const sdpa_bwd_geom kg = in_runs(bg, dsum_heads_a_step(bg), sm_count);
   if (kg.row_heads < bg.f.heads_q) sdpa_bwd_dsum_kernel<T, true><<<row_blocks(kg, sm_count), 256, 0, stream>>>(kg);
   else sdpa_bwd_dsum_kernel<T, false><<<row_blocks(kg, sm_count), 256, 0, stream>>>(kg);
 }

@@ -611,6 +611,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 #endif
 }
 
+/* Heads a warp step of dQ's conversion covers on its fast path (aligned rows, d a multiple of 8,
+ * dq_cols a power of two), 0 where it takes a head at a time: for its kernel and its launch's
+ * runs alike. */
+inline __host__ __device__ int convert_heads_a_step(const sdpa_bwd_geom &bg) {
+  return bg.aligned && bg.f.d % 8 == 0 ? fa2bwd::heads_a_step(bg.dq_cols) : 0;
+}
+
 /* dq = the accumulators times the scale, a warp a query row's run of heads (fa2bwd's
  * bwd_row). Where d is a multiple of 8 and dq_cols a power of two, a lane takes 8 columns of one
  * head a step (two 16-byte loads, one 16-byte store: the rows are aligned), four steps' loads
@@ -622,7 +629,7 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
 #endif
   constexpr int U = fa2bwd::ROW_STEPS;
   const int lane = threadIdx.x % 32, heads = g.heads_q, cols = bg.dq_cols;
-  const int per = bg.aligned && g.d % 8 == 0 ? fa2bwd::heads_a_step(cols) : 0, lanes = per > 0 ? 32 / per : 32;
+  const int per = convert_heads_a_step(bg), lanes = per > 0 ? 32 / per : 32;
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
     const fa2bwd::bwd_row r(bg, row);
     const float *acc = bg.dq_acc + row * heads * cols;
@@ -699,7 +706,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
     if (e != cudaSuccess) return e;
   }
   if (bg.rows > 0 && g.heads_q > 0 && g.d > 0) {
-    const sdpa_bwd_geom cg = fa2bwd::in_runs(bg, bg.dq_cols, bg.aligned && g.d % 8 == 0, sm_count);
+    const sdpa_bwd_geom cg = fa2bwd::in_runs(bg, convert_heads_a_step(bg), sm_count);
     lc.gridDim = fa2bwd::row_blocks(cg, sm_count), lc.blockDim = dim3(256), lc.dynamicSmemBytes = 0;
     e = cudaLaunchKernelEx(&lc, sdpa_bwd_dq_convert_kernel<T>, cg);
     if (e != cudaSuccess) return e;

@@ -105,14 +105,16 @@ __device__ __forceinline__ void score_grads(float (&dp)[NB][4], const float (&p)
 
 /* A warp a query row, grid-stride over x, for the launches around the main passes; grid y
  * cuts a row's heads into runs of bg.row_heads (one run of every head, or several where the rows
- * alone are too few to fill the SMs: row_heads), the block's run heads [h0, h1). The row's
- * batch and position within it (varlen: batch 0, the packed row). */
+ * alone are too few to fill the SMs: row_heads), the block's run heads [h0, h1); `runs` false:
+ * every head (a kernel launched only where the run is every head). The row's batch and
+ * position within it (varlen: batch 0, the packed row). */
 struct bwd_row {
   int64_t b, i;
   int h0, h1;
-  __device__ __forceinline__ bwd_row(const sdpa_bwd_geom &bg, int64_t row)
+  __device__ __forceinline__ bwd_row(const sdpa_bwd_geom &bg, int64_t row, bool runs = true)
       : b(bg.dsum_sb > 0 ? row / bg.dsum_sb : 0), i(bg.dsum_sb > 0 ? row % bg.dsum_sb : row),
-        h0((int)blockIdx.y * bg.row_heads), h1(min(bg.f.heads_q, h0 + bg.row_heads)) {}
+        h0(runs ? (int)blockIdx.y * bg.row_heads : 0),
+        h1(runs ? min(bg.f.heads_q, h0 + bg.row_heads) : bg.f.heads_q) {}
 };
 /* Heads a warp step covers where a lane takes 8 columns of a head: DP / 8 lanes a head; 0 for a
  * head dim that is no power of two from 8 to 256 (the lanes of a head must be a power of two
@@ -163,8 +165,7 @@ __global__ void __launch_bounds__(256, RUNS ? 2 : 3) sdpa_bwd_dsum_kernel(const 
   const int lane = threadIdx.x % 32, heads = g.heads_q;
   const int per = dsum_heads_a_step(bg), lanes = per > 0 ? 32 / per : 32;
   for (int64_t row = (int64_t)blockIdx.x * 8 + threadIdx.x / 32; row < bg.rows; row += (int64_t)gridDim.x * 8) {
-    bwd_row r(bg, row);
-    if (!RUNS) r.h0 = 0, r.h1 = heads;
+    const bwd_row r(bg, row, RUNS);
     const T *po = static_cast<const T *>(g.o.p) + r.b * g.o.sb + r.i * g.o.ss;
     const T *pd = static_cast<const T *>(bg.dout.p) + r.b * bg.dout.sb + r.i * bg.dout.ss;
     float *drow = bg.dsum + row * heads;

@@ -12,6 +12,7 @@
 #ifndef OPSLIB_CAPABILITIES_CALIBRATION_H_
 #define OPSLIB_CAPABILITIES_CALIBRATION_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct opsi_calibration {
@@ -23,6 +24,9 @@ typedef struct opsi_calibration {
   double tflops;           /* padded, wave-quantized flops over time; 0: the row's efficiency */
   int32_t shapes;          /* measured shapes it was fitted to */
   double rms_log_error;    /* of the fit over those shapes */
+  const char *plan;        /* NULL: the kernel's calls; else only those whose launch plan (the
+                            * row's plan function, explain's words) contains these words, which
+                            * take this entry before the kernel's other one */
 } opsi_calibration;
 
 typedef struct opsi_calibration_set {
@@ -34,12 +38,14 @@ typedef struct opsi_calibration_set {
   int32_t count;
 } opsi_calibration_set;
 
-/* The entry of kernel_id for a device of SM `sm` named `device` (NULL: none) and, in *set when
- * not NULL, the set it comes from: the entry of a set measured on that device (its `device`
- * equal to the name) where one has the kernel, else of the first set (k_sets' order) whose SM
- * range holds `sm`, or NULL where that set has none (another device's set never answers).
- * device may be NULL (the SM alone decides). */
-const opsi_calibration *opsi_calibration_for(int32_t kernel_id, int32_t sm, const char *device,
+/* The entry of kernel_id for a call whose launch plan is `plan` (NULL: the row has none) on a
+ * device of SM `sm` named `device` (NULL: none) and, in *set when not NULL, the set it comes
+ * from: the entry of a set measured on that device (its `device` equal to the name) where one
+ * has the kernel, else of the first set (k_sets' order) whose SM range holds `sm`, or NULL where
+ * that set has none (another device's set never answers). Within a set, an entry whose plan
+ * words the call's plan contains comes before the kernel's entry without plan words. device
+ * may be NULL (the SM alone decides). */
+const opsi_calibration *opsi_calibration_for(int32_t kernel_id, const char *plan, int32_t sm, const char *device,
                                              const opsi_calibration_set **set);
 
 /* Every calibration set, for listing and checks. */

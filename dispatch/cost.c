@@ -20,8 +20,11 @@ void opsi_estimate(const opsi_problem *p, const opsi_kernel_row *r, const ops_de
   const double rate = r->unit >= 0 && r->unit < OPSI_UNIT_COUNT ? m->tflops[r->unit] : 0.0;
   c->efficiency = eff;
   c->calibration_set = NULL;
-  c->calibration = r->backend == OPS_DEVICE_CUDA ? opsi_calibration_for(r->id, dev->sm_version, dev->name, &c->calibration_set)
-                                                 : NULL;
+  /* the launch plan's words pick a calibration entry fitted to that plan, where the set has one */
+  const char *plan = r->backend == OPS_DEVICE_CUDA && r->plan != NULL ? r->plan(p) : NULL;
+  c->calibration = r->backend == OPS_DEVICE_CUDA
+                       ? opsi_calibration_for(r->id, plan, dev->sm_version, dev->name, &c->calibration_set)
+                       : NULL;
   const opsi_calibration *cal = c->calibration;
   const double mem_eff = r->mem_efficiency > 0.0f ? (double)r->mem_efficiency : eff;
   c->mem_efficiency = mem_eff;
@@ -84,8 +87,8 @@ void opsi_format_cost(const opsi_cost *c, char *buf, size_t n) {
   } else if (c->twin_name != NULL) {
     snprintf(buf + used, n - (size_t)used, "; own %.1f us, raised to its twin's estimate", c->own_us);
   } else if (c->calibration != NULL) {
-    snprintf(buf + used, n - (size_t)used, " + %.1f us a wave; calibrated %s (%d shapes)", c->wave_us,
-             c->calibration_set->name, (int)c->calibration->shapes);
+    snprintf(buf + used, n - (size_t)used, " + %.1f us a wave; calibrated %s (%d shapes%s)", c->wave_us,
+             c->calibration_set->name, (int)c->calibration->shapes, c->calibration->plan != NULL ? " of this plan" : "");
   } else if (c->mem_efficiency != c->efficiency) {
     snprintf(buf + used, n - (size_t)used, "; row efficiency %.2f (memory %.2f)", c->efficiency, c->mem_efficiency);
   } else {

@@ -24,6 +24,11 @@ wave: their fixed cost is launch_us alone and their math rate stays the row's (t
 Kernels measured on fewer than MIN_SHAPES shapes are left to the row's efficiency; kernels
 a sweep timed that this build's catalog (capabilities/kernel_ids.h) no longer has (rows
 measured and dropped) are left out.
+
+`--by-plan PREFIX=WORDS` fits, for the kernels whose names start with PREFIX, the samples whose
+launch plan (explain's words, kept by the sweep) contains WORDS apart from the others: a row
+that runs two launch variants (the GEMM rows' one warpgroup a tile above M 64, the two 64-row
+consumers below) gets an entry for each, and the estimate takes the one its plan names.
 """
 import argparse
 import heapq
@@ -144,11 +149,13 @@ def render(result, fits, tag, source_path, argv):
         '#include "capabilities/kernel_ids.h"',
         "",
         "static const opsi_calibration k_entries[] = {",
-        "    /* kernel, launch_us, wave_us, gbps, tflops (0: the row's), shapes, rms log error */",
+        "    /* kernel, launch_us, wave_us, gbps, tflops (0: the row's), shapes, rms log error[, plan words] */",
     ]
-    for kname, (launch, wave, gbps, tflops, rms, n) in sorted(fits.items()):
+    for (kname, words), (launch, wave, gbps, tflops, rms, n) in sorted(fits.items(),
+                                                                      key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        plan = f', "{words}"' if words else ", NULL"
         lines.append(f'    {{OPSI_KERNEL_{kname.upper()}, "{kname}", {launch:.3f}, {wave:.3f}, {gbps:.1f}, {tflops:.1f}, '
-                     f"{n}, {rms:.3f}}},")
+                     f"{n}, {rms:.3f}{plan}}},")
     lines += [
         "};",
         "",
@@ -171,6 +178,9 @@ def main():
     ap.add_argument("sweep", nargs="+", help="JSON files written by bench/sweep.py (one device)")
     ap.add_argument("--tag", default="h100", help="the set's C name and explain's tag (with the date)")
     ap.add_argument("--out", default=None, help="the C file (default: standard output)")
+    ap.add_argument("--by-plan", action="append", default=[], metavar="PREFIX=WORDS",
+                    help="kernels named PREFIX...: samples whose plan contains WORDS fitted apart, as an "
+                         "entry of that plan")
     ap.add_argument("--latest", action="append", default=[], metavar="PREFIX",
                     help="kernels named PREFIX...: only the samples of the last sweep that timed them "
                          "(a kernel changed since the earlier sweeps)")
@@ -190,23 +200,36 @@ def main():
             for kname, samples in samples_of(res).items():
                 if kname.startswith(prefix):
                     merged[kname] = samples
+    by_plan = [tuple(a.split("=", 1)) for a in args.by_plan]
+    keyed = {}  # (kernel, plan words or None) -> samples
+    for kname, samples in merged.items():
+        words = next((w for prefix, w in by_plan if kname.startswith(prefix)), None)
+        if words is None:
+            keyed[(kname, None)] = samples
+            continue
+        for key, part in (((kname, None), [k for k in samples if words not in k.get("plan", "")]),
+                          ((kname, words), [k for k in samples if words in k.get("plan", "")])):
+            if part:
+                keyed[key] = part
     with open(os.path.join(ROOT, "capabilities", "kernel_ids.h")) as f:
         catalog = {m.lower() for m in re.findall(r"OPSI_KERNEL_(\w+) =", f.read())}
-    for kname, samples in sorted(merged.items()):
+    for (kname, words), samples in sorted(keyed.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        label = kname + (f" [{words}]" if words else "")
         if kname not in catalog:
-            print(f"calibrate: {kname}: not in this build's catalog (kernel_ids.h): left out", file=sys.stderr)
+            print(f"calibrate: {label}: not in this build's catalog (kernel_ids.h): left out", file=sys.stderr)
             continue
         if len(samples) < MIN_SHAPES:
-            print(f"calibrate: {kname}: {len(samples)} shape(s), fewer than {MIN_SHAPES}: left to its row",
+            print(f"calibrate: {label}: {len(samples)} shape(s), fewer than {MIN_SHAPES}: left to its row",
                   file=sys.stderr)
             continue
         launch, wave, gbps, tflops, rms = fit(samples, gbps_cap)
-        fits[kname] = (launch, wave, gbps, tflops, rms, len(samples))
-        print(f"calibrate: {kname:<28} {len(samples):3d} shapes  launch {launch:6.2f} us  wave {wave:6.2f} us  "
+        fits[(kname, words)] = (launch, wave, gbps, tflops, rms, len(samples))
+        print(f"calibrate: {label:<28} {len(samples):3d} shapes  launch {launch:6.2f} us  wave {wave:6.2f} us  "
               f"{gbps / 1e3:6.3f} TB/s  {tflops:7.1f} TF/s  rms log error {rms:.3f}", file=sys.stderr)
     sources = " + ".join(os.path.relpath(p) for p in args.sweep)
     argv = ["python3", "tools/calibrate.py"] + [os.path.relpath(p) for p in args.sweep] + \
         (["--tag", args.tag] if args.tag != "h100" else []) + [f"--latest {p}" for p in args.latest] + \
+        [f"--by-plan '{a}'" for a in args.by_plan] + \
         ["--out", f"capabilities/calibration_{args.tag}.c"]
     text = render(result, fits, args.tag, sources, argv)
     if args.out:

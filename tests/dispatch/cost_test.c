@@ -334,7 +334,7 @@ static void calibrated_estimates_use_the_fitted_terms(void **state) {
   const opsi_kernel_row *r = row_named(OPS_OP_SDPA, "cuda_sdpa_sm90_d128");
   assert_non_null(r);
   const opsi_calibration_set *set = NULL;
-  const opsi_calibration *cal = opsi_calibration_for(r->id, 90, h100.name, &set);
+  const opsi_calibration *cal = opsi_calibration_for(r->id, NULL, 90, h100.name, &set);
   assert_non_null(cal);
   assert_non_null(set);
   const opsi_problem shapes[3] = {sdpa(4, 4096, 32, 128), sdpa(1, 128, 32, 128), sdpa(64, 1, 32, 128)};
@@ -385,7 +385,7 @@ static void calibration_entries_name_their_rows(void **state) {
         fail();
       }
       assert_true(e->gbps > 0 && e->launch_us >= 0 && e->wave_us >= 0 && e->tflops >= 0 && e->shapes >= 2);
-      assert_ptr_equal(opsi_calibration_for(e->kernel_id, all[s]->sm_min, all[s]->device, NULL), e);
+      assert_ptr_equal(opsi_calibration_for(e->kernel_id, e->plan, all[s]->sm_min, all[s]->device, NULL), e);
     }
   }
 }
@@ -403,7 +403,7 @@ static void calibration_follows_the_measured_device(void **state) {
   const opsi_kernel_row *row = row_named(OPS_OP_GEMM, "cuda_gemm_sm90_128x128");
   assert_non_null(row);
   const opsi_calibration_set *family = NULL;
-  assert_non_null(opsi_calibration_for(row->id, 90, ref.name, &family));
+  assert_non_null(opsi_calibration_for(row->id, NULL, 90, ref.name, &family));
   assert_ptr_equal(family, all[0]);
   for (int s = 1; s < sets; ++s) {
     if (all[s]->sm_min > 90 || all[s]->sm_max < 90) continue;
@@ -411,19 +411,21 @@ static void calibration_follows_the_measured_device(void **state) {
     snprintf(dev.name, sizeof dev.name, "%s", all[s]->device);
     for (int32_t i = 0; i < all[s]->count; ++i) { /* its own entries */
       const opsi_calibration_set *got = NULL;
-      assert_ptr_equal(opsi_calibration_for(all[s]->entries[i].kernel_id, 90, dev.name, &got), &all[s]->entries[i]);
+      assert_ptr_equal(opsi_calibration_for(all[s]->entries[i].kernel_id, all[s]->entries[i].plan, 90, dev.name, &got),
+                       &all[s]->entries[i]);
       assert_ptr_equal(got, all[s]);
     }
     for (int32_t i = 0; i < all[0]->count; ++i) { /* the family's, where it has none */
       const opsi_calibration_set *got = NULL;
-      const opsi_calibration *e = opsi_calibration_for(all[0]->entries[i].kernel_id, 90, dev.name, &got);
+      const opsi_calibration *e =
+          opsi_calibration_for(all[0]->entries[i].kernel_id, all[0]->entries[i].plan, 90, dev.name, &got);
       assert_non_null(e);
       if (got != all[s]) assert_ptr_equal(e, &all[0]->entries[i]);
     }
     for (int32_t i = 0; i < all[s]->count; ++i) { /* its kernels the family lacks: none elsewhere */
       const int32_t id = all[s]->entries[i].kernel_id;
       const opsi_calibration_set *fam = NULL;
-      const opsi_calibration *e = opsi_calibration_for(id, 90, ref.name, &fam);
+      const opsi_calibration *e = opsi_calibration_for(id, all[s]->entries[i].plan, 90, ref.name, &fam);
       int in_family = 0;
       for (int32_t j = 0; j < all[0]->count; ++j) in_family |= all[0]->entries[j].kernel_id == id;
       if (in_family) {
@@ -433,8 +435,8 @@ static void calibration_follows_the_measured_device(void **state) {
       }
     }
     const opsi_calibration_set *want = NULL;
-    const opsi_calibration *cal = opsi_calibration_for(row->id, 90, dev.name, &want);
     opsi_problem p = gemm(256, 4096, 4096);
+    const opsi_calibration *cal = opsi_calibration_for(row->id, row->plan(&p), 90, dev.name, &want);
     opsi_cost c;
     opsi_estimate(&p, row, &dev, &c);
     assert_ptr_equal(c.calibration, cal);
@@ -443,6 +445,47 @@ static void calibration_follows_the_measured_device(void **state) {
     opsi_format_cost(&c, text, sizeof text);
     assert_non_null(strstr(text, want->name));
   }
+}
+
+/* An entry fitted to a launch plan (the H200's 128 x 64 and 128 x 96 GEMM rows: one consumer
+ * warpgroup a tile above M 64) is the one calls of that plan take, the kernel's other entry the
+ * rest; the estimate's terms say which. */
+static void calibration_entries_follow_the_plan(void **state) {
+  (void)state;
+  int sets = 0, seen_plan = 0, seen_other = 0;
+  const opsi_calibration_set *const *all = opsi_calibration_sets(&sets);
+  ops_device_info dev;
+  OPST_OK(ops_device_info_for_sm(90, &dev));
+  for (int s = 0; s < sets; ++s) {
+    snprintf(dev.name, sizeof dev.name, "%s", all[s]->device);
+    for (int32_t i = 0; i < all[s]->count; ++i) {
+      const opsi_calibration *e = &all[s]->entries[i];
+      if (e->plan == NULL) continue;
+      const opsi_kernel_row *row = row_named(OPS_OP_GEMM, e->kernel_name);
+      assert_non_null(row); /* plan entries are the GEMM rows' so far */
+      assert_non_null(row->plan);
+      const int64_t ms[2] = {16, 256};
+      for (int k = 0; k < 2; ++k) {
+        opsi_problem p = gemm(ms[k], 4096, 4096);
+        p.sm_count = dev.sm_count;
+        opsi_cost c;
+        opsi_estimate(&p, row, &dev, &c);
+        assert_non_null(c.calibration);
+        char text[512];
+        opsi_format_cost(&c, text, sizeof text);
+        if (strstr(row->plan(&p), e->plan) != NULL) {
+          assert_ptr_equal(c.calibration, e);
+          assert_non_null(strstr(text, "of this plan"));
+          ++seen_plan;
+        } else {
+          assert_null(c.calibration->plan);
+          assert_null(strstr(text, "of this plan"));
+          ++seen_other;
+        }
+      }
+    }
+  }
+  assert_true(seen_plan > 0 && seen_other > 0);
 }
 
 /* Varlen: the sequences' lengths live on the device, so the work counts tokens_q / batch
@@ -466,6 +509,7 @@ int main(void) {
       cmocka_unit_test(calibrated_estimates_use_the_fitted_terms),
       cmocka_unit_test(calibration_entries_name_their_rows),
       cmocka_unit_test(calibration_follows_the_measured_device),
+      cmocka_unit_test(calibration_entries_follow_the_plan),
       cmocka_unit_test(varlen_work_counts_the_packed_tokens),
       cmocka_unit_test(attention_pairs_match_brute_force),
       cmocka_unit_test(backward_bytes_are_the_minimal_ones),

@@ -18,9 +18,9 @@ check() { # name, then the command
     cat /tmp/calibration_test.$$
   fi
 }
-refit() { # the table's own refit command, its output against the table
+refit() { # the table's own refit command, as a shell reads it (quoted plan words), its output against the table
   cmd=$(sed -n 's/^ \*   \(python3 tools\/calibrate.py .*\) --out .*/\1/p' "$1")
-  [ -n "$cmd" ] && $cmd 2>/dev/null | cmp -s - "$1"
+  [ -n "$cmd" ] && eval "$cmd" 2>/dev/null | cmp -s - "$1"
 }
 for table in capabilities/calibration_*.c; do
   check "the table's refit command reproduces $table" refit "$table"

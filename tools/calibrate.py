@@ -37,6 +37,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -151,8 +152,7 @@ def render(result, fits, tag, source_path, argv):
         "static const opsi_calibration k_entries[] = {",
         "    /* kernel, launch_us, wave_us, gbps, tflops (0: the row's), shapes, rms log error[, plan words] */",
     ]
-    for (kname, words), (launch, wave, gbps, tflops, rms, n) in sorted(fits.items(),
-                                                                      key=lambda kv: (kv[0][0], kv[0][1] or "")):
+    for (kname, words), (launch, wave, gbps, tflops, rms, n) in sorted(fits.items()):
         plan = f', "{words}"' if words else ", NULL"
         lines.append(f'    {{OPSI_KERNEL_{kname.upper()}, "{kname}", {launch:.3f}, {wave:.3f}, {gbps:.1f}, {tflops:.1f}, '
                      f"{n}, {rms:.3f}{plan}}},")
@@ -173,12 +173,20 @@ def render(result, fits, tag, source_path, argv):
     return "\n".join(lines)
 
 
+def prefix_words(arg):
+    """--by-plan's PREFIX=WORDS as (PREFIX, WORDS), both non-empty."""
+    prefix, eq, words = arg.partition("=")
+    if not eq or not prefix or not words:
+        raise argparse.ArgumentTypeError(f"expected PREFIX=WORDS (a kernel name prefix, the plan's words), got {arg!r}")
+    return prefix, words
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep", nargs="+", help="JSON files written by bench/sweep.py (one device)")
     ap.add_argument("--tag", default="h100", help="the set's C name and explain's tag (with the date)")
     ap.add_argument("--out", default=None, help="the C file (default: standard output)")
-    ap.add_argument("--by-plan", action="append", default=[], metavar="PREFIX=WORDS",
+    ap.add_argument("--by-plan", action="append", default=[], metavar="PREFIX=WORDS", type=prefix_words,
                     help="kernels named PREFIX...: samples whose plan contains WORDS fitted apart, as an "
                          "entry of that plan")
     ap.add_argument("--latest", action="append", default=[], metavar="PREFIX",
@@ -200,20 +208,16 @@ def main():
             for kname, samples in samples_of(res).items():
                 if kname.startswith(prefix):
                     merged[kname] = samples
-    by_plan = [tuple(a.split("=", 1)) for a in args.by_plan]
-    keyed = {}  # (kernel, plan words or None) -> samples
+    keyed = {}  # (kernel, plan words; "" for its calls of any other plan) -> samples
     for kname, samples in merged.items():
-        words = next((w for prefix, w in by_plan if kname.startswith(prefix)), None)
-        if words is None:
-            keyed[(kname, None)] = samples
-            continue
-        for key, part in (((kname, None), [k for k in samples if words not in k.get("plan", "")]),
-                          ((kname, words), [k for k in samples if words in k.get("plan", "")])):
+        words = next((w for prefix, w in args.by_plan if kname.startswith(prefix)), "")
+        for key, part in (((kname, ""), [k for k in samples if not words or words not in (k.get("plan") or "")]),
+                          ((kname, words), [k for k in samples if words and words in (k.get("plan") or "")])):
             if part:
                 keyed[key] = part
     with open(os.path.join(ROOT, "capabilities", "kernel_ids.h")) as f:
         catalog = {m.lower() for m in re.findall(r"OPSI_KERNEL_(\w+) =", f.read())}
-    for (kname, words), samples in sorted(keyed.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+    for (kname, words), samples in sorted(keyed.items()):
         label = kname + (f" [{words}]" if words else "")
         if kname not in catalog:
             print(f"calibrate: {label}: not in this build's catalog (kernel_ids.h): left out", file=sys.stderr)
@@ -229,7 +233,7 @@ def main():
     sources = " + ".join(os.path.relpath(p) for p in args.sweep)
     argv = ["python3", "tools/calibrate.py"] + [os.path.relpath(p) for p in args.sweep] + \
         (["--tag", args.tag] if args.tag != "h100" else []) + [f"--latest {p}" for p in args.latest] + \
-        [f"--by-plan '{a}'" for a in args.by_plan] + \
+        [f"--by-plan {shlex.quote('='.join(a))}" for a in args.by_plan] + \
         ["--out", f"capabilities/calibration_{args.tag}.c"]
     text = render(result, fits, args.tag, sources, argv)
     if args.out:

@@ -25,6 +25,7 @@ compute roof the device's dense peak. Prints one table, writes JSON, draws a PNG
 (achieved vs the roofline) when matplotlib is there.
 """
 import argparse
+import re
 import datetime
 import json
 import math
@@ -257,6 +258,10 @@ SDPA_CONFIGS = [("d128 s16k", 1, 16384, 16, 128, False), ("d128 s16k causal", 1,
                 ("d128 s1k b16", 16, 1024, 16, 128, False)]
 
 
+# the backward's head dim 256 (the sm_80-class kernel's column-split warp pairs on every SM)
+SDPA_BWD_EXTRA = [("d256 s4k b2", 2, 4096, 8, 256, False), ("d256 s4k b2 causal", 2, 4096, 8, 256, True)]
+
+
 def sdpa_cases(torch, opslib, compile_on, quick):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
@@ -297,7 +302,7 @@ def sdpa_bwd_cases(torch, opslib, compile_on, quick):
     FLOPs: 2.5 x the forward's (five products for its two)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
-    configs = SDPA_CONFIGS[2:3] if quick else SDPA_CONFIGS
+    configs = SDPA_CONFIGS[2:3] if quick else SDPA_CONFIGS + SDPA_BWD_EXTRA
     cases = []
     det = []
 
@@ -608,6 +613,7 @@ def main():
                     help="seconds of idle GPU before each contender is timed (power cap; see above)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one shape per family (a smoke run)")
+    ap.add_argument("--shapes", metavar="REGEX", help="only the cases whose shape name matches")
     ap.add_argument("--json", default="compare.json")
     ap.add_argument("--png", default="compare.png")
     ap.add_argument("--plot", metavar="JSON", help="only redraw the chart of an earlier run")
@@ -645,6 +651,8 @@ def main():
     for fam in args.families.split(","):
         t0 = time.time()
         for case in builders[fam](torch, opslib, not args.no_compile, args.quick):
+            if args.shapes and not re.search(args.shapes, case.shape):
+                continue
             result["rows"].append(run_case(torch, opslib, case, props.L2_cache_size, args.iters, print_row))
         print(f"# {fam}: {time.time() - t0:.0f} s", flush=True)
     with open(args.json, "w") as f:

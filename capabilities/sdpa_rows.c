@@ -441,6 +441,21 @@ static size_t bwd_mma_workspace(const opsi_problem *p) {
 OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
 #undef SDPA_BWD_MMA_FNS
 
+/* The warps by head dim (sdpa_bwd_mma_shape.h's SPLIT): a warp 16 rows of a block, or at d256 a
+ * pair of warps 16 rows, each half of the gradient's columns */
+#define SDPA_BWD_MMA_WARPS_ONE "16 keys each (dK, dV pass) or 16 query rows each (dQ pass); mma.sync, cp.async"
+#define SDPA_BWD_MMA_WARPS_d64 SDPA_BWD_MMA_WARPS_ONE
+#define SDPA_BWD_MMA_WARPS_d128 SDPA_BWD_MMA_WARPS_ONE
+#define SDPA_BWD_MMA_WARPS_d256                                                                           \
+  "a pair of warps 16 keys (dK, dV pass) or 16 query rows (dQ pass), each 128 of the gradient's columns " \
+  "and its half of the score products' sums over the head dim, traded through shared memory; mma.sync, "  \
+  "cp.async"
+#define SDPA_BWD_MMA_PARTIALS_d64 ""
+#define SDPA_BWD_MMA_PARTIALS_d128 ""
+#define SDPA_BWD_MMA_PARTIALS_d256 "; each warp's two 16x32 f32 score partials (S, dP)"
+#define SDPA_BWD_MMA_ORDER_d64 ""
+#define SDPA_BWD_MMA_ORDER_d128 ""
+#define SDPA_BWD_MMA_ORDER_d256 "; S and dP: each column half's k16 steps in order, then the halves added"
 #define SDPA_BWD_MMA_ROW(ID, NAME, D)                                                                          \
   SDPA_BWD_MMA_ROW_X(ID, "cuda_sdpa_backward_mma_" #NAME, D, OPSI_SDPA_BWD_MMA_ROWS, OPSI_SDPA_BWD_MMA_STEP,    \
                      OPSI_SDPA_BWD_MMA_D##D##_PER_SM, NAME),
@@ -454,17 +469,17 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
       .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                                    \
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
-      .roles = {{"mma warps", 4, "16 keys each (dK, dV pass) or 16 query rows each (dQ pass); mma.sync, "    \
-                                 "cp.async"}},                                                                \
+      .roles = {{"mma warps", 4 * OPSI_SDPA_BWD_MMA_SPLIT(DP), SDPA_BWD_MMA_WARPS_##SUFFIX}},                \
       .stages = 2,                                                                                           \
       .smem_layout = "dK / dV: K and V " #ROWS "x" #DP ", Q and dout 2 x " #STEP "x" #DP " each, LSE and D " \
                      "2 x " #STEP " floats each; dQ: Q and dout " #ROWS "x" #DP ", K and V 2 x " #STEP "x" #DP   \
                      " each; 16-byte chunks XOR-swizzled by row % 8; results staged through each warp's own "\
-                     "rows",                                                                                 \
-      .smem_bytes = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), .threads = 128, .vector_bytes = 16, .deterministic = 1,   \
+                     "rows" SDPA_BWD_MMA_PARTIALS_##SUFFIX,                                                    \
+      .smem_bytes = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), .threads = OPSI_SDPA_BWD_MMA_THREADS(DP), .vector_bytes = 16,  \
+      .deterministic = 1,                                                                                    \
       .reduction_order = "no atomics: dK, dV per key over the group's query heads, then query tiles of "      \
                          #STEP ", in order; dQ per query row over key tiles of " #STEP " in order; mma k16 "   \
-                         "steps in order (f32)",                                                             \
+                         "steps in order (f32)" SDPA_BWD_MMA_ORDER_##SUFFIX,                                  \
       .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                                  \
       .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {ROWS, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1}, \
                  PER_SM},                                                                                    \

@@ -33,14 +33,20 @@ using sdpa_bwd_geom = ::opsi_sdpa_bwd_geom;
 using fa2::load_rows;
 using fa2::swz;
 
-/* ROWS: the keys (dK / dV pass) or query rows (dQ pass) a block holds, 16 a warp; STEP: the
- * rows of the tiles it streams (query tiles, key tiles). */
+/* ROWS: the keys (dK / dV pass) or query rows (dQ pass) a block holds, 16 a warp, or a pair
+ * of warps each with CW of the DP columns where SPLIT is 2 (sdpa_bwd_mma_shape.h); STEP: the
+ * rows of the tiles it streams (query tiles, key tiles). Q_MIN_BLOCKS: the dQ blocks an SM
+ * whose registers the compiler keeps room for. */
 template <int DP> struct cfg {
   static constexpr int ROWS = OPSI_SDPA_BWD_MMA_ROWS, STEP = OPSI_SDPA_BWD_MMA_STEP;
-  static constexpr int THREADS = OPSI_SDPA_BWD_MMA_THREADS;
+  static constexpr int SPLIT = OPSI_SDPA_BWD_MMA_SPLIT(DP), THREADS = OPSI_SDPA_BWD_MMA_THREADS(DP);
+  static constexpr int CW = DP / SPLIT;
   static constexpr int KV_SMEM = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), Q_SMEM = OPSI_SDPA_BWD_MMA_Q_SMEM(DP);
-  static_assert(ROWS == THREADS / 32 * 16 && STEP % 16 == 0, "16 rows a warp; whole k16 steps");
-  static_assert(KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024, "fits a block's shared memory on sm_86 / sm_89");
+  static constexpr int Q_MIN_BLOCKS = DP > 128 ? 1 : 3;
+  static_assert(ROWS * SPLIT == THREADS / 32 * 16 && STEP % 16 == 0, "16 rows a warp (a warp pair); whole k16 steps");
+  static_assert(DP > 128 || (KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024),
+                "fits a block's shared memory on sm_86 / sm_89");
+  static_assert(KV_SMEM <= 163 * 1024 && Q_SMEM <= 163 * 1024, "fits a block's shared memory on sm_80");
 };
 
 /* The LSE of query row i (within the sequence) as stored, +inf past the sequence's end; and an
@@ -246,12 +252,32 @@ template <typename T> void launch_dsum(const sdpa_bwd_geom &bg, int sm_count, cu
   else sdpa_bwd_dsum_kernel<T, false><<<row_blocks(kg, sm_count), 256, 0, stream>>>(kg);
 }
 
+/* With the columns split (SPLIT 2), a warp's part of S^T's or dP^T's sum over the head dim, x
+ * (the m16n8 layout), plus its partner's (the warp with the same keys and the other columns),
+ * through xb (a float4 of each thread's, [warp][STEP / 8][lane]): both warps then hold the same
+ * sums (each adds the other's part to its own: the two additions are one, bitwise). The pair
+ * meets on named barrier 1 + its key row group. */
+template <int NB>
+__device__ __forceinline__ void pair_sum(float (&x)[NB][4], float4 *xb, int warp, int lane) {
+  float4 *mine = xb + warp * NB * 32 + lane;
+#pragma unroll
+  for (int n = 0; n < NB; ++n) mine[n * 32] = make_float4(x[n][0], x[n][1], x[n][2], x[n][3]);
+  asm volatile("bar.sync %0, 64;" ::"r"(1 + warp % 4) : "memory");
+  const float4 *theirs = xb + (warp ^ 4) * NB * 32 + lane;
+#pragma unroll
+  for (int n = 0; n < NB; ++n) {
+    const float4 v = theirs[n * 32];
+    x[n][0] += v.x, x[n][1] += v.y, x[n][2] += v.z, x[n][3] += v.w;
+  }
+}
+
 /* dK and dV of BN keys of one (batch, KV head): grid (key tiles, Hkv, batch). FULL: both head
- * dims are DP (no padding steps: the products' loops unroll whole). */
+ * dims are DP (no padding steps: the products' loops unroll whole). Warp w takes keys 16 (w %
+ * 4) .. and, where the columns are split, columns CW (w / 4) .. of dK and dV. */
 template <typename T, int DP, bool FULL>
 __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const sdpa_bwd_geom bg) {
   using C = cfg<DP>;
-  constexpr int BM = C::STEP, BN = C::ROWS, THREADS = C::THREADS;
+  constexpr int BM = C::STEP, BN = C::ROWS, THREADS = C::THREADS, CW = C::CW;
   const sdpa_geom &g = bg.f;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sk = reinterpret_cast<T *>(smem_raw);
@@ -260,11 +286,15 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
   T *sdo = sq + 2 * BM * DP; /* 2 x BM rows */
   float *sl = reinterpret_cast<float *>(sdo + 2 * BM * DP); /* 2 x BM: LSE, log2 */
   float *sd = sl + 2 * BM;                                  /* 2 x BM: D */
+  float4 *xs = reinterpret_cast<float4 *>(sd + 2 * BM);     /* SPLIT 2: S^T's and dP^T's partials */
+  float4 *xd = xs + THREADS * (BM / 8);
 
   const int b = blockIdx.z, hk = blockIdx.y, n0 = blockIdx.x * BN;
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  /* my keys 16 rw .., my columns c0 .. c0 + CW - 1 */
+  const int rw = C::SPLIT > 1 ? warp % 4 : warp, c0 = C::SPLIT > 1 ? (warp / 4) * CW : 0;
   int t0, tiles;
   sdpa_query_tiles(g, s, n0, min(n0 + BN, s.sk) - 1, BM, &t0, &tiles);
   const int64_t total = (int64_t)tiles * g.group;
@@ -288,17 +318,17 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
   cp_commit();
 
   const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16; /* mma k16 steps that are not padding */
-  float dk[DP / 8][4], dv[DP / 8][4];
+  float dk[CW / 8][4], dv[CW / 8][4];
 #pragma unroll
-  for (int n = 0; n < DP / 8; ++n)
+  for (int n = 0; n < CW / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
-  const auto k_frag = fa2::own_rows_frag<DP>(sk, warp, lane), v_frag = fa2::own_rows_frag<DP>(sv, warp, lane);
+  const auto k_frag = fa2::own_rows_frag<DP>(sk, rw, lane), v_frag = fa2::own_rows_frag<DP>(sv, rw, lane);
 
   for (int64_t it = 0; it < total; ++it) {
     const int buf = (int)(it & 1), h = hk * g.group + (int)(it / tiles), m0 = (t0 + (int)(it % tiles)) * BM;
     cp_wait<0>();
-    __syncthreads(); /* tile it has landed; every warp is done with tile it - 1's buffer */
+    __syncthreads(); /* tile it has landed; every warp is done with tile it - 1's buffers */
     if (it + 1 < total) load_tile(it + 1, buf ^ 1);
     cp_commit();
     const T *qb = sq + buf * BM * DP, *ob = sdo + buf * BM * DP;
@@ -306,46 +336,53 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
     const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
 
     float p[BM / 8][4], ds[BM / 8][4];
-    fa2::warp_qk<T, DP, BM, FULL>(p, k_frag, qb, 0, kd, lane); /* S^T */
+    fa2::warp_qk<T, DP, BM, FULL, CW / 16>(p, k_frag, qb, 0, kd, lane, c0 / 16); /* S^T (my columns' part) */
+    if constexpr (C::SPLIT > 1) pair_sum(p, xs, warp, lane);
     const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0, BN);
-    probabilities<true>(g, s, b, h, unmasked, n0 + warp * 16, m0, lane, p,
+    probabilities<true>(g, s, b, h, unmasked, n0 + rw * 16, m0, lane, p,
                         [&](int n, int e) { return lb[col(n, e)]; });
-    fa2::warp_qk<T, DP, BM, FULL>(ds, v_frag, ob, 0, kdv, lane); /* dP^T */
+    fa2::warp_qk<T, DP, BM, FULL, CW / 16>(ds, v_frag, ob, 0, kdv, lane, c0 / 16); /* dP^T */
+    if constexpr (C::SPLIT > 1) pair_sum(ds, xd, warp, lane);
     score_grads(ds, p, [&](int n, int e) { return db[col(n, e)]; });
-    fa2::warp_pv<T, DP, BM, FULL>(dv, p, ob, 0, kdv, lane);  /* dV += P^T dout */
-    fa2::warp_pv<T, DP, BM, FULL>(dk, ds, qb, 0, kd, lane);  /* dK += dS^T Q */
+    fa2::warp_pv<T, DP, BM, FULL, CW>(dv, p, ob, 0, kdv, lane, c0 / 16); /* dV += P^T dout */
+    fa2::warp_pv<T, DP, BM, FULL, CW>(dk, ds, qb, 0, kd, lane, c0 / 16); /* dK += dS^T Q */
   }
   cp_wait<0>(); /* with no query tile, K and V's copies are still landing in the staging rows */
   __syncthreads();
 
-  const int rows = min(16, s.sk - (n0 + warp * 16));
+  const int rows = min(16, s.sk - (n0 + rw * 16));
   const float ks[2] = {bg.scale, bg.scale}, one[2] = {1.0f, 1.0f};
-  T *pk = static_cast<T *>(const_cast<void *>(bg.dk.p)) + b * bg.dk.sb + (s.k0 + n0 + warp * 16) * bg.dk.ss +
+  T *pk = static_cast<T *>(const_cast<void *>(bg.dk.p)) + b * bg.dk.sb + (s.k0 + n0 + rw * 16) * bg.dk.ss +
           hk * bg.dk.sh;
-  T *pv = static_cast<T *>(const_cast<void *>(bg.dv.p)) + b * bg.dv.sb + (s.k0 + n0 + warp * 16) * bg.dv.ss +
+  T *pv = static_cast<T *>(const_cast<void *>(bg.dv.p)) + b * bg.dv.sb + (s.k0 + n0 + rw * 16) * bg.dv.ss +
           hk * bg.dv.sh;
-  fa2::warp_store_rows<T, DP>(sk + warp * 16 * DP, dk, ks, pk, bg.dk.ss, bg.dk.sd, rows, g.d, aligned, lane);
-  fa2::warp_store_rows<T, DP>(sv + warp * 16 * DP, dv, one, pv, bg.dv.ss, bg.dv.sd, rows, g.dv, aligned, lane);
+  fa2::warp_store_rows<T, DP, CW>(sk + rw * 16 * DP, dk, ks, pk, bg.dk.ss, bg.dk.sd, rows, g.d, aligned, lane, c0);
+  fa2::warp_store_rows<T, DP, CW>(sv + rw * 16 * DP, dv, one, pv, bg.dv.ss, bg.dv.sd, rows, g.dv, aligned, lane, c0);
 }
 
 /* dQ of BM query rows of one (batch, head): grid (query tiles, Hq, batch), the last tile
- * first (under a causal mask it sees the most keys). FULL as for the dK / dV pass. */
+ * first (under a causal mask it sees the most keys). FULL as for the dK / dV pass. Warp w
+ * takes query rows 16 (w % 4) .. and, where the columns are split, columns CW (w / 4) .. of dQ. */
 template <typename T, int DP, bool FULL>
-__global__ void __launch_bounds__(cfg<DP>::THREADS, 3) sdpa_bwd_dq_kernel(const sdpa_bwd_geom bg) {
+__global__ void __launch_bounds__(cfg<DP>::THREADS, cfg<DP>::Q_MIN_BLOCKS) sdpa_bwd_dq_kernel(const sdpa_bwd_geom bg) {
   using C = cfg<DP>;
-  constexpr int BM = C::ROWS, BN = C::STEP, THREADS = C::THREADS;
+  constexpr int BM = C::ROWS, BN = C::STEP, THREADS = C::THREADS, CW = C::CW;
   const sdpa_geom &g = bg.f;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T *sq = reinterpret_cast<T *>(smem_raw);
   T *sdo = sq + BM * DP;
   T *sk = sdo + BM * DP;     /* 2 x BN rows */
   T *sv = sk + 2 * BN * DP;  /* 2 x BN rows */
+  float4 *xs = reinterpret_cast<float4 *>(sv + 2 * BN * DP); /* SPLIT 2: S's and dP's partials */
+  float4 *xd = xs + THREADS * (BN / 8);
 
   const int b = blockIdx.z, h = blockIdx.y, hk = h / g.group;
   const sdpa_seq s = sdpa_sequence(g, b);
   const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   if (m0 >= s.sq) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  /* my rows 16 rw .., my columns c0 .. c0 + CW - 1 */
+  const int rw = C::SPLIT > 1 ? warp % 4 : warp, c0 = C::SPLIT > 1 ? (warp / 4) * CW : 0;
   const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
   int t_begin, t_end;
   sdpa_key_tiles(g, s, i_lo, i_hi, BN, &t_begin, &t_end);
@@ -363,38 +400,40 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 3) sdpa_bwd_dq_kernel(const 
   cp_commit();
 
   const int kd = (g.d + 15) / 16, kdv = (g.dv + 15) / 16;
-  const int r_in = warp * 16 + lane / 4; /* this thread's rows: r_in and r_in + 8 of the tile */
+  const int r_in = rw * 16 + lane / 4; /* this thread's rows: r_in and r_in + 8 of the tile */
   const float l2[2] = {lse_log2(g, s, b, h, m0 + r_in), lse_log2(g, s, b, h, m0 + r_in + 8)};
   const float dd[2] = {dsum_at(bg, s, b, h, m0 + r_in), dsum_at(bg, s, b, h, m0 + r_in + 8)};
-  float dq[DP / 8][4];
+  float dq[CW / 8][4];
 #pragma unroll
-  for (int n = 0; n < DP / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-  const auto q_frag = fa2::own_rows_frag<DP>(sq, warp, lane), do_frag = fa2::own_rows_frag<DP>(sdo, warp, lane);
+  for (int n = 0; n < CW / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  const auto q_frag = fa2::own_rows_frag<DP>(sq, rw, lane), do_frag = fa2::own_rows_frag<DP>(sdo, rw, lane);
 
   for (int t = t_begin; t < t_end; ++t) {
     const int buf = (t - t_begin) & 1;
     cp_wait<0>();
-    __syncthreads(); /* key tile t has landed; every warp is done with tile t - 1's buffer */
+    __syncthreads(); /* key tile t has landed; every warp is done with tile t - 1's buffers */
     if (t + 1 < t_end) load_keys(t + 1, buf ^ 1);
     cp_commit();
     const T *kb = sk + buf * BN * DP, *vb = sv + buf * BN * DP;
 
     float p[BN / 8][4], ds[BN / 8][4];
-    fa2::warp_qk<T, DP, BN, FULL>(p, q_frag, kb, 0, kd, lane); /* S */
-    probabilities<false>(g, s, b, h, sdpa_tile_unmasked(g, s, i_lo, i_hi, t * BN, BN), m0 + warp * 16, t * BN,
+    fa2::warp_qk<T, DP, BN, FULL, CW / 16>(p, q_frag, kb, 0, kd, lane, c0 / 16); /* S (my columns' part) */
+    if constexpr (C::SPLIT > 1) pair_sum(p, xs, warp, lane);
+    probabilities<false>(g, s, b, h, sdpa_tile_unmasked(g, s, i_lo, i_hi, t * BN, BN), m0 + rw * 16, t * BN,
                          lane, p, [&](int, int e) { return l2[e / 2]; });
-    fa2::warp_qk<T, DP, BN, FULL>(ds, do_frag, vb, 0, kdv, lane); /* dP */
+    fa2::warp_qk<T, DP, BN, FULL, CW / 16>(ds, do_frag, vb, 0, kdv, lane, c0 / 16); /* dP */
+    if constexpr (C::SPLIT > 1) pair_sum(ds, xd, warp, lane);
     score_grads(ds, p, [&](int, int e) { return dd[e / 2]; });
-    fa2::warp_pv<T, DP, BN, FULL>(dq, ds, kb, 0, kd, lane); /* dQ += dS K */
+    fa2::warp_pv<T, DP, BN, FULL, CW>(dq, ds, kb, 0, kd, lane, c0 / 16); /* dQ += dS K */
   }
   cp_wait<0>();
   __syncthreads(); /* every copy into Q's rows has landed (with no key tile, nothing waited yet) */
 
   const float sc[2] = {bg.scale, bg.scale};
-  T *pq = static_cast<T *>(const_cast<void *>(bg.dq.p)) + b * bg.dq.sb + (s.q0 + m0 + warp * 16) * bg.dq.ss +
+  T *pq = static_cast<T *>(const_cast<void *>(bg.dq.p)) + b * bg.dq.sb + (s.q0 + m0 + rw * 16) * bg.dq.ss +
           h * bg.dq.sh;
-  fa2::warp_store_rows<T, DP>(sq + warp * 16 * DP, dq, sc, pq, bg.dq.ss, bg.dq.sd, min(16, s.sq - (m0 + warp * 16)),
-                              g.d, aligned, lane);
+  fa2::warp_store_rows<T, DP, CW>(sq + rw * 16 * DP, dq, sc, pq, bg.dq.ss, bg.dq.sd, min(16, s.sq - (m0 + rw * 16)),
+                                  g.d, aligned, lane, c0);
 }
 
 /* The dK / dV and dQ passes of one FULL choice. */

@@ -43,7 +43,8 @@
 /* X(ID, NAME, DP): sdpa_bwd_mma.cuh (ops_sdpa_backward), any SM >= 80, head dims up to DP */
 #define OPSI_SDPA_BWD_MMA_KERNELS(X)                     \
   X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_MMA_D64, d64, 64)     \
-  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_MMA_D128, d128, 128)
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_MMA_D128, d128, 128)  \
+  X(OPSI_KERNEL_CUDA_SDPA_BACKWARD_MMA_D256, d256, 256)
 
 /* X(ID, NAME, DP): sdpa_bwd_sm90.cuh (ops_sdpa_backward), sm_90a, head dims up to DP, dQ by
  * atomics */

@@ -93,14 +93,16 @@ template <int DP, typename T> __device__ __forceinline__ auto own_rows_frag(cons
 /* S = Q K^T for one warp's 16 query rows over NK keys: qfrag(kk, qa) gives the warp's Q
  * fragment of k16 step kk; the keys are rows k_row0 .. k_row0 + NK - 1 of the swizzled K tile
  * kb; the first kd k16 steps are not head-dim padding (FULL: kd is DP / 16, and the steps are
- * one straight run the compiler may interleave). sc in the m16n8 accumulator layout. */
-template <typename T, int DP, int NK, bool FULL = false, typename QFrag>
+ * one straight run the compiler may interleave). sc in the m16n8 accumulator layout. KS k16
+ * steps from kk0 (a part of the head dim: the sum over those columns alone). */
+template <typename T, int DP, int NK, bool FULL = false, int KS = DP / 16, typename QFrag>
 __device__ __forceinline__ void warp_qk(float (&sc)[NK / 8][4], QFrag &&qfrag, const T *kb, int k_row0, int kd,
-                                        int lane) {
+                                        int lane, int kk0 = 0) {
 #pragma unroll
   for (int n = 0; n < NK / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-  for (int kk = 0; kk < DP / 16; ++kk) {
+  for (int ks = 0; ks < KS; ++ks) {
+    const int kk = kk0 + ks;
     if (!FULL && kk >= kd) break;
     uint32_t qa[4];
     qfrag(kk, qa);
@@ -125,19 +127,21 @@ __device__ __forceinline__ void p_frag(const float (&sc)[NB][4], int kt, uint32_
 
 /* O += P V for one warp: P is the probabilities in sc (the score fragments of each 16 keys
  * are P's A fragment) of keys v_row0 .. v_row0 + NK - 1, rows of the swizzled V tile vb; the
- * first kdv k16 steps of Dv are not padding (FULL: kdv is DP / 16). */
-template <typename T, int DP, int NK, bool FULL = false>
-__device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)[NK / 8][4], const T *vb, int v_row0,
-                                        int kdv, int lane) {
+ * first kdv k16 steps of Dv are not padding (FULL: kdv is DP / 16). o holds CW columns of the
+ * output from column 16 dj0 (CW < DP: a part of them). */
+template <typename T, int DP, int NK, bool FULL = false, int CW = DP>
+__device__ __forceinline__ void warp_pv(float (&o)[CW / 8][4], const float (&sc)[NK / 8][4], const T *vb, int v_row0,
+                                        int kdv, int lane, int dj0 = 0) {
 #pragma unroll
   for (int kt = 0; kt < NK / 16; ++kt) {
     uint32_t pa[4];
     p_frag<T>(sc, kt, pa);
 #pragma unroll
-    for (int dj = 0; dj < DP / 16; ++dj) {
-      if (!FULL && dj >= kdv) break;
+    for (int dj = 0; dj < CW / 16; ++dj) {
+      if (!FULL && dj0 + dj >= kdv) break;
       uint32_t r[4];
-      ldmatrix_x4_trans(r, &vb[swz<DP>(v_row0 + kt * 16 + ((lane / 8) % 2) * 8 + lane % 8, dj * 16 + (lane / 16) * 8)]);
+      ldmatrix_x4_trans(r, &vb[swz<DP>(v_row0 + kt * 16 + ((lane / 8) % 2) * 8 + lane % 8,
+                                       (dj0 + dj) * 16 + (lane / 16) * 8)]);
       const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
       mma_name<T>::mma(o[2 * dj], pa, b0);
       mma_name<T>::mma(o[2 * dj + 1], pa, b1);
@@ -148,36 +152,39 @@ __device__ __forceinline__ void warp_pv(float (&o)[DP / 8][4], const float (&sc)
 /* A warp's 16 accumulator rows (m16n8 layout; the thread's two rows times mul[0] and
  * mul[1]) out to rows 0 .. rows - 1 (rows <= 16) of dst (row stride s_row, column stride
  * s_col), columns 0 .. cols - 1: staged as T through the warp's own 16 rows of a swizzled tile
- * (`so`, which no other warp reads), then 16 bytes a thread where the rows are aligned. */
-template <typename T, int DP>
-__device__ __forceinline__ void warp_store_rows(T *so, const float (&acc)[DP / 8][4], const float (&mul)[2], T *dst,
+ * (`so`, whose columns c0 .. c0 + CW - 1 no other warp reads), then 16 bytes a thread where
+ * the rows are aligned. acc holds CW columns from column c0 (CW < DP: a part of the rows). */
+template <typename T, int DP, int CW = DP>
+__device__ __forceinline__ void warp_store_rows(T *so, const float (&acc)[CW / 8][4], const float (&mul)[2], T *dst,
                                                 int64_t s_row, int64_t s_col, int rows, int cols, bool aligned,
-                                                int lane) {
+                                                int lane, int c0 = 0) {
   __syncwarp();
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int r = lane / 4 + hr * 8;
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n) {
-      *reinterpret_cast<uint32_t *>(&so[swz<DP>(r, n * 8 + (lane % 4) * 2)]) =
+    for (int n = 0; n < CW / 8; ++n) {
+      *reinterpret_cast<uint32_t *>(&so[swz<DP>(r, c0 + n * 8 + (lane % 4) * 2)]) =
           pack2<T>(acc[n][2 * hr] * mul[hr], acc[n][2 * hr + 1] * mul[hr]);
     }
   }
   __syncwarp();
+  const int c_end = min(cols, c0 + CW);
   if (aligned) {
-    for (int idx = lane; idx < 16 * (DP / 8); idx += 32) {
-      const int r = idx / (DP / 8), c = (idx % (DP / 8)) * 8;
-      if (r >= rows || c >= cols) continue;
+    for (int idx = lane; idx < 16 * (CW / 8); idx += 32) {
+      const int r = idx / (CW / 8), c = c0 + (idx % (CW / 8)) * 8;
+      if (r >= rows || c >= c_end) continue;
       T *p = dst + (int64_t)r * s_row + c;
-      if (c + 8 <= cols) {
+      if (c + 8 <= c_end) {
         *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(&so[swz<DP>(r, c)]);
       } else {
-        for (int e = 0; e < cols - c; ++e) p[e] = so[swz<DP>(r, c + e)];
+        for (int e = 0; e < c_end - c; ++e) p[e] = so[swz<DP>(r, c + e)];
       }
     }
   } else {
-    for (int idx = lane; idx < 16 * cols; idx += 32) {
-      const int r = idx / cols, c = idx % cols;
+    const int w = c_end - c0;
+    for (int idx = lane; idx < 16 * w; idx += 32) {
+      const int r = idx / w, c = c0 + idx % w;
       if (r < rows) dst[(int64_t)r * s_row + c * s_col] = so[swz<DP>(r, c)];
     }
   }

@@ -117,10 +117,11 @@ def reference_attention(q, k, v, causal):
 
 def test_sdpa_gradients_match_torch():
     """ot.sdpa's dq, dk, dv (opslib's backward, from the LSE the forward kept) against
-    PyTorch's attention under autograd: GQA, causal, Sq != Sk, head dims 64 and 128, bf16."""
+    PyTorch's attention under autograd: GQA, causal, Sq != Sk, head dims 64, 128 and 256, bf16."""
     g = torch.Generator(device=DEV).manual_seed(4)
     for b, sq, sk, hq, hkv, d, causal in ((2, 100, 100, 8, 2, 64, True), (1, 77, 333, 4, 4, 128, False),
-                                          (2, 257, 257, 16, 4, 128, True), (3, 17, 17, 2, 1, 64, False)):
+                                          (2, 257, 257, 16, 4, 128, True), (3, 17, 17, 2, 1, 64, False),
+                                          (2, 200, 200, 4, 2, 256, True), (1, 50, 130, 2, 1, 256, False)):
         q, k, v = rand(g, b, sq, hq, d, grad=True), rand(g, b, sk, hkv, d, grad=True), rand(g, b, sk, hkv, d, grad=True)
         do = rand(g, b, sq, hq, d)
         o1 = ot.sdpa(q, k, v, causal=causal)

@@ -45,15 +45,15 @@ static void forward_on_cpu(const ops_sdpa_params *p, opst_tensor *q, opst_tensor
 
 static const int64_t kBwdSeq[] = {1, 17, 63, 64, 100, 129, 200, 333};
 
-/* One backward case: the head dims the kernels take (up to 128), GQA 1 to 4, causal, windows,
- * masks with whole rows removed now and then, varlen with an empty sequence, Dv != D, layouts
- * (alloc_seq: contiguous, BHSD, padded rows, random strides for the inputs; the gradients
- * padded or BHSD). big_seq > 0: one sequence of that length (over 5 keys fewer for odd iter),
- * one KV head; group > 0: that many query heads a KV head. */
-static void sdpa_bwd_case(int iter, int64_t big_seq, int64_t group_given) {
+/* One backward case: head dims of class cls (0: up to 64, 1: 72 to 128, 2: 136 to 256), GQA 1
+ * to 4, causal, windows, masks with whole rows removed now and then, varlen with an empty
+ * sequence, Dv != D, layouts (alloc_seq: contiguous, BHSD, padded rows, random strides for the
+ * inputs; the gradients padded or BHSD). big_seq > 0: one sequence of that length (over 5 keys
+ * fewer for odd iter), one KV head; group > 0: that many query heads a KV head. */
+static void sdpa_bwd_case_of(int iter, int cls, int64_t big_seq, int64_t group_given) {
   opst_rng *r = &g_rng;
-  const int cls = iter % 2, j = iter / 2;
-  static const int64_t kD[2][4] = {{64, 32, 40, 17}, {128, 96, 80, 72}};
+  const int j = iter / 2;
+  static const int64_t kD[3][4] = {{64, 32, 40, 17}, {128, 96, 80, 72}, {256, 200, 136, 160}};
   const int32_t dt = j % 2 == 0 ? OPS_DTYPE_BF16 : OPS_DTYPE_F16;
   const int64_t d = j % 3 != 0 ? kD[cls][j % 2] : kD[cls][opst_int(r, 0, 3)];
   const int64_t dv = j % 3 == 2 ? kD[cls][1 - j % 2] : d;
@@ -133,9 +133,18 @@ static void sdpa_bwd_case(int iter, int64_t big_seq, int64_t group_given) {
   free_call(&c);
 }
 
+/* sdpa_bwd_case_of with the class alternating: head dims up to 64, then up to 128 */
+static void sdpa_bwd_case(int iter, int64_t big_seq, int64_t group_given) {
+  sdpa_bwd_case_of(iter, iter % 2, big_seq, group_given);
+}
+
 void sdpa_backward(void **state) {
   (void)state;
   for (int i = 0; i < 40; ++i) sdpa_bwd_case(i, 0, 0);
+  /* head dims 136 to 256 (the d256 kernel: a warp pair's column halves), every feature of the
+   * draws above; one longer sequence (300 queries over 295 keys, 10 key tiles of 32) */
+  for (int i = 0; i < 24; ++i) sdpa_bwd_case_of(i, 2, 0, 0);
+  sdpa_bwd_case_of(3, 2, 300, 0);
   sdpa_bwd_case(1, 600, 0); /* d 128, ten query and key tiles, a partial last one */
   sdpa_bwd_case(2, 450, 0);
   sdpa_bwd_case(3, 1000, 0); /* d 96, 1000 queries over 995 keys, causal, a window and a mask */
@@ -250,7 +259,7 @@ static int reproducible_case(const char *what, int64_t batch, int64_t sq, int64_
 }
 
 /* The deterministic promise of the backward rows, bf16: a causal GQA call (2 x 8 heads over 2
- * KV heads, 300 x 333, d 128); 1500 queries over 2100 keys (17 key tiles of 128 a head, each
+ * KV heads, 300 x 333, d 128; and 4 heads over 2, d 256); 1500 queries over 2100 keys (17 key tiles of 128 a head, each
  * seeing every query tile: the longest line of turns), 4 heads over 1, d 64, no mask; the same
  * with a window of 700 keys on the left (the key tiles that see a query tile, a moving run). */
 void sdpa_backward_is_reproducible(void **state) {
@@ -260,6 +269,7 @@ void sdpa_backward_is_reproducible(void **state) {
     return;
   }
   assert_true(reproducible_case("a causal GQA backward", 2, 300, 333, 8, 2, 128, 1, -1, 1) > 0);
+  assert_true(reproducible_case("a causal GQA backward at d 256", 1, 300, 333, 4, 2, 256, 1, -1, 1) > 0);
   assert_true(reproducible_case("a 1500 x 2100 backward", 1, 1500, 2100, 4, 1, 64, 0, -1, 1) > 0);
   assert_true(reproducible_case("a 1500 x 2100 backward, window 700", 1, 1500, 2100, 4, 1, 64, 0, 700, 0) > 0);
 }

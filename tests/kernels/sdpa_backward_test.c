@@ -364,15 +364,17 @@ static void unseen_rows_and_keys_get_zero(void **state) {
  * dim); a deterministic handle gets the Hopper kernel whose atomics take turns (the same, then
  * a counter for each query tile of 64 rows and head, the tiles numbered with room for one
  * more a sequence); a described sm_80 the sm_80-class kernel (its workspace: D
- * alone). d 256 has no CUDA kernel yet: it is refused with
- * OPS_ERR_UNSUPPORTED, and explain names the CPU reference as refused for the backend. */
-static void gpu_handles_take_head_dims_up_to_128(void **state) {
+ * alone). d 256 goes to the sm_80-class d256 kernel on every one of them (the Hopper rows
+ * stop at 128; D alone), and explain names the Hopper rows as refused for the head dim. */
+static void gpu_handles_take_head_dims_up_to_256(void **state) {
   (void)state;
   static const int64_t kDim[3] = {64, 128, 256};
-  static const char *const kHopper[3] = {"cuda_sdpa_backward_sm90_d64", "cuda_sdpa_backward_sm90_d128", NULL};
+  static const char *const kHopper[3] = {"cuda_sdpa_backward_sm90_d64", "cuda_sdpa_backward_sm90_d128",
+                                         "cuda_sdpa_backward_mma_d256"};
   static const char *const kTurns[3] = {"cuda_sdpa_backward_sm90_det_d64", "cuda_sdpa_backward_sm90_det_d128",
-                                        NULL};
-  static const char *const kMma[3] = {"cuda_sdpa_backward_mma_d64", "cuda_sdpa_backward_mma_d128", NULL};
+                                        "cuda_sdpa_backward_mma_d256"};
+  static const char *const kMma[3] = {"cuda_sdpa_backward_mma_d64", "cuda_sdpa_backward_mma_d128",
+                                      "cuda_sdpa_backward_mma_d256"};
   for (int hw = 0; hw < 3; ++hw) { /* Hopper, Hopper deterministic, sm_80 */
     ops_handle v = opst_virtual_handle(hw == 2 ? 80 : 90);
     if (hw == 1) OPST_OK(ops_handle_set_deterministic(v, 1));
@@ -384,32 +386,37 @@ static void gpu_handles_take_head_dims_up_to_128(void **state) {
       OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
       OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
       size_t ws = 0;
-      const ops_status st = ops_sdpa_backward_workspace_size(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws);
-      if (want == NULL) {
-        assert_int_equal(st, OPS_ERR_UNSUPPORTED);
-        assert_non_null(strstr(ops_last_error(), "no kernel of this build supports"));
-      }
+      OPST_OK(ops_sdpa_backward_workspace_size(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws));
       ops_explain e;
       e.struct_size = sizeof e;
-      (void)ops_sdpa_backward_explain(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &e);
+      OPST_OK(ops_sdpa_backward_explain(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &e));
       char text[8192];
       ops_explain_to_text(&e, text, sizeof text);
-      if (want != NULL) {
-        OPST_OK(st);
-        const size_t d_bytes = 4 * 1024 * 16 * 4;
-        /* DET's turn counters: an int32 a (query tile, head); tiles of 128 rows at d64, 64 at d128 */
-        const size_t acc_bytes = (size_t)4 * 1024 * 16 * kDim[i] * 4;
-        const size_t turn_bytes = (size_t)(4096 / (kDim[i] == 64 ? 128 : 64) + 4 + 1) * 16 * 4;
-        assert_int_equal(ws, hw == 0 ? d_bytes + acc_bytes : hw == 1 ? d_bytes + acc_bytes + turn_bytes : d_bytes);
-        assert_true(e.chosen >= 0);
-        assert_string_equal(e.verdicts[e.chosen].kernel_name, want);
-      } else {
-        assert_non_null(strstr(text, "cpu_sdpa_backward_ref"));
-        assert_non_null(strstr(text, "cuda_sdpa_backward_mma_d128"));
-      }
+      const size_t d_bytes = 4 * 1024 * 16 * 4;
+      /* DET's turn counters: an int32 a (query tile, head); tiles of 128 rows at d64, 64 at d128 */
+      const size_t acc_bytes = (size_t)4 * 1024 * 16 * kDim[i] * 4;
+      const size_t turn_bytes = (size_t)(4096 / (kDim[i] == 64 ? 128 : 64) + 4 + 1) * 16 * 4;
+      const int hopper_row = hw < 2 && kDim[i] <= 128;
+      assert_int_equal(ws, !hopper_row ? d_bytes : hw == 0 ? d_bytes + acc_bytes : d_bytes + acc_bytes + turn_bytes);
+      assert_true(e.chosen >= 0);
+      assert_string_equal(e.verdicts[e.chosen].kernel_name, want);
+      if (kDim[i] > 128) assert_non_null(strstr(text, "cuda_sdpa_backward_mma_d128"));
     }
     ops_handle_destroy(v);
   }
+  /* sm_89 gives a block 99 KB of shared memory: d 256 has no kernel there, and says why */
+  ops_handle l4 = opst_virtual_handle(89);
+  const int64_t qs[4] = {4, 1024, 16, 256}, ks[4] = {4, 1024, 4, 256}, ls[3] = {4, 16, 1024};
+  ops_tensor q, k, l;
+  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+  OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+  size_t ws = 0;
+  assert_int_equal(ops_sdpa_backward_workspace_size(l4, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws),
+                   OPS_ERR_UNSUPPORTED);
+  assert_non_null(strstr(ops_last_error(), "cuda_sdpa_backward_mma_d256"));
+  assert_non_null(strstr(ops_last_error(), "bytes of shared memory per block"));
+  ops_handle_destroy(l4);
 }
 
 static void claimed_features_are_exercised(void **state) {
@@ -435,7 +442,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(random_problems),       cmocka_unit_test(random_varlen_problems),
       cmocka_unit_test(finite_differences),    cmocka_unit_test(unseen_rows_and_keys_get_zero),
-      cmocka_unit_test(gpu_handles_take_head_dims_up_to_128), cmocka_unit_test(claimed_features_are_exercised),
+      cmocka_unit_test(gpu_handles_take_head_dims_up_to_256), cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("sdpa_backward", tests, setup, teardown);
 }

@@ -4,6 +4,7 @@ OPSLIB_FORCE_KERNEL pins) beside PyTorch's flash and cuDNN backward (autograd.gr
 from CUDA events (median of 30), bf16. In the GPU bundle, with its PYTHONPATH and OPSLIB_LIBRARY:
     python3 sdpa_bwd_small.py
     OPSLIB_FORCE_KERNEL=cuda_sdpa_backward_mma_d64 python3 sdpa_bwd_small.py   (d64 shapes only)
+    SDPA_BWD_SHAPES=d256 python3 sdpa_bwd_small.py    (head dim 256 shapes instead)
 """
 import os
 import statistics
@@ -15,6 +16,9 @@ F = torch.nn.functional
 shapes = [(2, 128, 8, 2, 64, False), (1, 512, 16, 16, 64, False), (4, 512, 16, 16, 64, True),
           (1, 512, 32, 8, 128, True), (16, 256, 32, 32, 128, True), (32, 512, 16, 16, 128, True),
           (8, 1024, 16, 16, 64, True)]
+if os.environ.get("SDPA_BWD_SHAPES") == "d256":
+    shapes = [(1, 128, 8, 8, 256, False), (4, 512, 8, 8, 256, True), (2, 1024, 16, 4, 256, True),
+              (8, 1024, 8, 8, 256, False), (1, 4096, 8, 8, 256, True)]
 def t(fn, n=30):
     for _ in range(3): fn()
     torch.cuda.synchronize()

@@ -426,7 +426,7 @@ const size_t opsi_sdpa_row_count = sizeof opsi_sdpa_rows / sizeof opsi_sdpa_rows
  * counts five, the head dim padded to DP, Q and dout read again by each key tile's block. */
 static void bwd_mma_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
-  const double rows = OPSI_SDPA_BWD_MMA_ROWS;
+  const double rows = OPSI_SDPA_BWD_MMA_ROWS(dp);
   const double key_tiles = ceil((double)d[OPSI_SDPA_SK] / rows), query_tiles = ceil((double)d[OPSI_SDPA_SQ] / rows);
   e->blocks = (double)d[OPSI_SDPA_B] * ((double)d[OPSI_SDPA_HKV] * key_tiles + (double)d[OPSI_SDPA_HQ] * query_tiles);
   e->pad_factor = 7.0 / 5.0 * head_dim_pad(p, dp);
@@ -446,18 +446,16 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
 #define SDPA_BWD_MMA_WARPS_ONE "16 keys each (dK, dV pass) or 16 query rows each (dQ pass); mma.sync, cp.async"
 #define SDPA_BWD_MMA_WARPS_d64 SDPA_BWD_MMA_WARPS_ONE
 #define SDPA_BWD_MMA_WARPS_d128 SDPA_BWD_MMA_WARPS_ONE
-#define SDPA_BWD_MMA_WARPS_d256                                                                           \
-  "a pair of warps 16 keys (dK, dV pass) or 16 query rows (dQ pass), each 128 of the gradient's columns " \
-  "and its half of the score products' sums over the head dim, traded through shared memory; mma.sync, "  \
-  "cp.async"
+#define SDPA_BWD_MMA_WARPS_d256 "pairs a 16 keys / query rows, 128 columns each, S and dP halves traded; mma.sync, cp.async"
 #define SDPA_BWD_MMA_PARTIALS_d64 ""
 #define SDPA_BWD_MMA_PARTIALS_d128 ""
-#define SDPA_BWD_MMA_PARTIALS_d256 "; each warp's two 16x32 f32 score partials (S, dP)"
+#define SDPA_BWD_MMA_PARTIALS_d256 "; each warp's two 16x16 f32 score partials (S, dP)"
 #define SDPA_BWD_MMA_ORDER_d64 ""
 #define SDPA_BWD_MMA_ORDER_d128 ""
 #define SDPA_BWD_MMA_ORDER_d256 "; S and dP: each column half's k16 steps in order, then the halves added"
 #define SDPA_BWD_MMA_ROW(ID, NAME, D)                                                                          \
-  SDPA_BWD_MMA_ROW_X(ID, "cuda_sdpa_backward_mma_" #NAME, D, OPSI_SDPA_BWD_MMA_ROWS, OPSI_SDPA_BWD_MMA_STEP,    \
+  SDPA_BWD_MMA_ROW_X(ID, "cuda_sdpa_backward_mma_" #NAME, D, OPSI_SDPA_BWD_MMA_D##D##_ROWS,                     \
+                     OPSI_SDPA_BWD_MMA_D##D##_STEP,                                                          \
                      OPSI_SDPA_BWD_MMA_D##D##_PER_SM, NAME),
 #define SDPA_BWD_MMA_ROW_X(...) SDPA_BWD_MMA_ROW_(__VA_ARGS__)
 #define SDPA_BWD_MMA_ROW_(ID, NAME, DP, ROWS, STEP, PER_SM, SUFFIX)                                               \
@@ -469,7 +467,7 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
       .dim_min = {[OPSI_SDPA_D] = 1, [OPSI_SDPA_DV] = 1},                                                    \
       .dim_max = {[OPSI_SDPA_B] = 65535, [OPSI_SDPA_HQ] = 65535, [OPSI_SDPA_SQ] = 2147483647,               \
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
-      .roles = {{"mma warps", 4 * OPSI_SDPA_BWD_MMA_SPLIT(DP), SDPA_BWD_MMA_WARPS_##SUFFIX}},                \
+      .roles = {{"mma warps", OPSI_SDPA_BWD_MMA_THREADS(DP) / 32, SDPA_BWD_MMA_WARPS_##SUFFIX}},             \
       .stages = 2,                                                                                           \
       .smem_layout = "dK / dV: K and V " #ROWS "x" #DP ", Q and dout 2 x " #STEP "x" #DP " each, LSE and D " \
                      "2 x " #STEP " floats each; dQ: Q and dout " #ROWS "x" #DP ", K and V 2 x " #STEP "x" #DP   \

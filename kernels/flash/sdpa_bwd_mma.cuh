@@ -33,20 +33,20 @@ using sdpa_bwd_geom = ::opsi_sdpa_bwd_geom;
 using fa2::load_rows;
 using fa2::swz;
 
-/* ROWS: the keys (dK / dV pass) or query rows (dQ pass) a block holds, 16 a warp, or a pair
- * of warps each with CW of the DP columns where SPLIT is 2 (sdpa_bwd_mma_shape.h); STEP: the
- * rows of the tiles it streams (query tiles, key tiles). Q_MIN_BLOCKS: the dQ blocks an SM
- * whose registers the compiler keeps room for. */
+/* ROWS: the keys (dK / dV pass) or query rows (dQ pass) a block holds in GROUPS groups of 16,
+ * a warp a group or, where SPLIT is 2, a pair of warps each with CW of the DP columns
+ * (sdpa_bwd_mma_shape.h); STEP: the rows of the tiles it streams (query tiles, key tiles).
+ * Q_MIN_BLOCKS: the dQ blocks an SM whose registers the compiler keeps room for. */
 template <int DP> struct cfg {
-  static constexpr int ROWS = OPSI_SDPA_BWD_MMA_ROWS, STEP = OPSI_SDPA_BWD_MMA_STEP;
+  static constexpr int ROWS = OPSI_SDPA_BWD_MMA_ROWS(DP), STEP = OPSI_SDPA_BWD_MMA_STEP(DP), GROUPS = ROWS / 16;
   static constexpr int SPLIT = OPSI_SDPA_BWD_MMA_SPLIT(DP), THREADS = OPSI_SDPA_BWD_MMA_THREADS(DP);
   static constexpr int CW = DP / SPLIT;
   static constexpr int KV_SMEM = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), Q_SMEM = OPSI_SDPA_BWD_MMA_Q_SMEM(DP);
-  static constexpr int Q_MIN_BLOCKS = DP > 128 ? 1 : 3;
-  static_assert(ROWS * SPLIT == THREADS / 32 * 16 && STEP % 16 == 0, "16 rows a warp (a warp pair); whole k16 steps");
-  static_assert(DP > 128 || (KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024),
-                "fits a block's shared memory on sm_86 / sm_89");
-  static_assert(KV_SMEM <= 163 * 1024 && Q_SMEM <= 163 * 1024, "fits a block's shared memory on sm_80");
+  static constexpr int Q_MIN_BLOCKS = DP > 128 ? 2 : 3;
+  static_assert(GROUPS * SPLIT == THREADS / 32 && STEP % 16 == 0 && ROWS % 16 == 0,
+                "16 rows a warp (a warp pair); whole k16 steps");
+  static_assert((GROUPS & (GROUPS - 1)) == 0, "a warp's partner differs in the bit above its group");
+  static_assert(KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024, "fits a block's shared memory on sm_86 / sm_89");
 };
 
 /* The LSE of query row i (within the sequence) as stored, +inf past the sequence's end; and an
@@ -253,17 +253,17 @@ template <typename T> void launch_dsum(const sdpa_bwd_geom &bg, int sm_count, cu
 }
 
 /* With the columns split (SPLIT 2), a warp's part of S^T's or dP^T's sum over the head dim, x
- * (the m16n8 layout), plus its partner's (the warp with the same keys and the other columns),
- * through xb (a float4 of each thread's, [warp][STEP / 8][lane]): both warps then hold the same
- * sums (each adds the other's part to its own: the two additions are one, bitwise). The pair
- * meets on named barrier 1 + its key row group. */
-template <int NB>
+ * (the m16n8 layout), plus its partner's (the warp with the same rows and the other columns:
+ * warp ^ GROUPS), through xb (a float4 of each thread's, [warp][STEP / 8][lane]): both warps
+ * then hold the same sums (each adds the other's part to its own: the two additions are one,
+ * bitwise). The pair meets on named barrier 1 + its row group. */
+template <int GROUPS, int NB>
 __device__ __forceinline__ void pair_sum(float (&x)[NB][4], float4 *xb, int warp, int lane) {
   float4 *mine = xb + warp * NB * 32 + lane;
 #pragma unroll
   for (int n = 0; n < NB; ++n) mine[n * 32] = make_float4(x[n][0], x[n][1], x[n][2], x[n][3]);
-  asm volatile("bar.sync %0, 64;" ::"r"(1 + warp % 4) : "memory");
-  const float4 *theirs = xb + (warp ^ 4) * NB * 32 + lane;
+  asm volatile("bar.sync %0, 64;" ::"r"(1 + warp % GROUPS) : "memory");
+  const float4 *theirs = xb + (warp ^ GROUPS) * NB * 32 + lane;
 #pragma unroll
   for (int n = 0; n < NB; ++n) {
     const float4 v = theirs[n * 32];
@@ -273,7 +273,7 @@ __device__ __forceinline__ void pair_sum(float (&x)[NB][4], float4 *xb, int warp
 
 /* dK and dV of BN keys of one (batch, KV head): grid (key tiles, Hkv, batch). FULL: both head
  * dims are DP (no padding steps: the products' loops unroll whole). Warp w takes keys 16 (w %
- * 4) .. and, where the columns are split, columns CW (w / 4) .. of dK and dV. */
+ * GROUPS) .. and, where the columns are split, columns CW (w / GROUPS) .. of dK and dV. */
 template <typename T, int DP, bool FULL>
 __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const sdpa_bwd_geom bg) {
   using C = cfg<DP>;
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   /* my keys 16 rw .., my columns c0 .. c0 + CW - 1 */
-  const int rw = C::SPLIT > 1 ? warp % 4 : warp, c0 = C::SPLIT > 1 ? (warp / 4) * CW : 0;
+  const int rw = C::SPLIT > 1 ? warp % C::GROUPS : warp, c0 = C::SPLIT > 1 ? (warp / C::GROUPS) * CW : 0;
   int t0, tiles;
   sdpa_query_tiles(g, s, n0, min(n0 + BN, s.sk) - 1, BM, &t0, &tiles);
   const int64_t total = (int64_t)tiles * g.group;
@@ -337,12 +337,12 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
 
     float p[BM / 8][4], ds[BM / 8][4];
     fa2::warp_qk<T, DP, BM, FULL, CW / 16>(p, k_frag, qb, 0, kd, lane, c0 / 16); /* S^T (my columns' part) */
-    if constexpr (C::SPLIT > 1) pair_sum(p, xs, warp, lane);
+    if constexpr (C::SPLIT > 1) pair_sum<C::GROUPS>(p, xs, warp, lane);
     const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0, BN);
     probabilities<true>(g, s, b, h, unmasked, n0 + rw * 16, m0, lane, p,
                         [&](int n, int e) { return lb[col(n, e)]; });
     fa2::warp_qk<T, DP, BM, FULL, CW / 16>(ds, v_frag, ob, 0, kdv, lane, c0 / 16); /* dP^T */
-    if constexpr (C::SPLIT > 1) pair_sum(ds, xd, warp, lane);
+    if constexpr (C::SPLIT > 1) pair_sum<C::GROUPS>(ds, xd, warp, lane);
     score_grads(ds, p, [&](int n, int e) { return db[col(n, e)]; });
     fa2::warp_pv<T, DP, BM, FULL, CW>(dv, p, ob, 0, kdv, lane, c0 / 16); /* dV += P^T dout */
     fa2::warp_pv<T, DP, BM, FULL, CW>(dk, ds, qb, 0, kd, lane, c0 / 16); /* dK += dS^T Q */
@@ -362,7 +362,8 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
 
 /* dQ of BM query rows of one (batch, head): grid (query tiles, Hq, batch), the last tile
  * first (under a causal mask it sees the most keys). FULL as for the dK / dV pass. Warp w
- * takes query rows 16 (w % 4) .. and, where the columns are split, columns CW (w / 4) .. of dQ. */
+ * takes query rows 16 (w % GROUPS) .. and, where the columns are split, columns CW (w / GROUPS)
+ * .. of dQ. */
 template <typename T, int DP, bool FULL>
 __global__ void __launch_bounds__(cfg<DP>::THREADS, cfg<DP>::Q_MIN_BLOCKS) sdpa_bwd_dq_kernel(const sdpa_bwd_geom bg) {
   using C = cfg<DP>;
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, cfg<DP>::Q_MIN_BLOCKS) sdpa_
   if (m0 >= s.sq) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   /* my rows 16 rw .., my columns c0 .. c0 + CW - 1 */
-  const int rw = C::SPLIT > 1 ? warp % 4 : warp, c0 = C::SPLIT > 1 ? (warp / 4) * CW : 0;
+  const int rw = C::SPLIT > 1 ? warp % C::GROUPS : warp, c0 = C::SPLIT > 1 ? (warp / C::GROUPS) * CW : 0;
   const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
   int t_begin, t_end;
   sdpa_key_tiles(g, s, i_lo, i_hi, BN, &t_begin, &t_end);
@@ -418,11 +419,11 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, cfg<DP>::Q_MIN_BLOCKS) sdpa_
 
     float p[BN / 8][4], ds[BN / 8][4];
     fa2::warp_qk<T, DP, BN, FULL, CW / 16>(p, q_frag, kb, 0, kd, lane, c0 / 16); /* S (my columns' part) */
-    if constexpr (C::SPLIT > 1) pair_sum(p, xs, warp, lane);
+    if constexpr (C::SPLIT > 1) pair_sum<C::GROUPS>(p, xs, warp, lane);
     probabilities<false>(g, s, b, h, sdpa_tile_unmasked(g, s, i_lo, i_hi, t * BN, BN), m0 + rw * 16, t * BN,
                          lane, p, [&](int, int e) { return l2[e / 2]; });
     fa2::warp_qk<T, DP, BN, FULL, CW / 16>(ds, do_frag, vb, 0, kdv, lane, c0 / 16); /* dP */
-    if constexpr (C::SPLIT > 1) pair_sum(ds, xd, warp, lane);
+    if constexpr (C::SPLIT > 1) pair_sum<C::GROUPS>(ds, xd, warp, lane);
     score_grads(ds, p, [&](int, int e) { return dd[e / 2]; });
     fa2::warp_pv<T, DP, BN, FULL, CW>(dq, ds, kb, 0, kd, lane, c0 / 16); /* dQ += dS K */
   }

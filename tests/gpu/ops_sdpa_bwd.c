@@ -142,7 +142,8 @@ void sdpa_backward(void **state) {
   (void)state;
   for (int i = 0; i < 40; ++i) sdpa_bwd_case(i, 0, 0);
   /* head dims 136 to 256 (the d256 kernel: a warp pair's column halves), every feature of the
-   * draws above; one longer sequence (300 queries over 295 keys, 10 key tiles of 32) */
+   * draws above; one longer sequence (300 queries over 295 keys: 10 key tiles a block holds, 19
+   * query tiles it streams) */
   for (int i = 0; i < 24; ++i) sdpa_bwd_case_of(i, 2, 0, 0);
   sdpa_bwd_case_of(3, 2, 300, 0);
   sdpa_bwd_case(1, 600, 0); /* d 128, ten query and key tiles, a partial last one */

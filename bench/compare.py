@@ -25,11 +25,11 @@ compute roof the device's dense peak. Prints one table, writes JSON, draws a PNG
 (achieved vs the roofline) when matplotlib is there.
 """
 import argparse
-import re
 import datetime
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time

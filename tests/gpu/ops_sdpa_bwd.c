@@ -260,9 +260,10 @@ static int reproducible_case(const char *what, int64_t batch, int64_t sq, int64_
 }
 
 /* The deterministic promise of the backward rows, bf16: a causal GQA call (2 x 8 heads over 2
- * KV heads, 300 x 333, d 128; and 4 heads over 2, d 256); 1500 queries over 2100 keys (17 key tiles of 128 a head, each
- * seeing every query tile: the longest line of turns), 4 heads over 1, d 64, no mask; the same
- * with a window of 700 keys on the left (the key tiles that see a query tile, a moving run). */
+ * KV heads, 300 x 333, d 128; and 4 heads over 2, d 256); 1500 queries over 2100 keys (17 key
+ * tiles of 128 a head, each seeing every query tile: the longest line of turns), 4 heads over
+ * 1, d 64, no mask; the same with a window of 700 keys on the left (the key tiles that see a
+ * query tile, a moving run). */
 void sdpa_backward_is_reproducible(void **state) {
   (void)state;
   if (!g_have_cuda) {

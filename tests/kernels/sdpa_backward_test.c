@@ -364,8 +364,8 @@ static void unseen_rows_and_keys_get_zero(void **state) {
  * dim); a deterministic handle gets the Hopper kernel whose atomics take turns (the same, then
  * a counter for each query tile of 64 rows and head, the tiles numbered with room for one
  * more a sequence); a described sm_80 the sm_80-class kernel (its workspace: D
- * alone). d 256 goes to the sm_80-class d256 kernel on every one of them, and on sm_89 (the
- * Hopper rows stop at 128; D alone). */
+ * alone). d 256 goes to the sm_80-class d256 kernel (workspace: D alone) on every one of them
+ * (the Hopper rows stop at 128), and on a described sm_89 too. */
 static void gpu_handles_take_head_dims_up_to_256(void **state) {
   (void)state;
   static const int64_t kDim[3] = {64, 128, 256};

@@ -42,11 +42,14 @@ template <int DP> struct cfg {
   static constexpr int SPLIT = OPSI_SDPA_BWD_MMA_SPLIT(DP), THREADS = OPSI_SDPA_BWD_MMA_THREADS(DP);
   static constexpr int CW = DP / SPLIT;
   static constexpr int KV_SMEM = OPSI_SDPA_BWD_MMA_KV_SMEM(DP), Q_SMEM = OPSI_SDPA_BWD_MMA_Q_SMEM(DP);
-  static constexpr int Q_MIN_BLOCKS = DP > 128 ? 2 : 3;
+  static constexpr int Q_MIN_BLOCKS = SPLIT > 1 ? 2 : 3;
   static_assert(GROUPS * SPLIT == THREADS / 32 && STEP % 16 == 0 && ROWS % 16 == 0,
                 "16 rows a warp (a warp pair); whole k16 steps");
   static_assert((GROUPS & (GROUPS - 1)) == 0, "a warp's partner differs in the bit above its group");
   static_assert(KV_SMEM <= 99 * 1024 && Q_SMEM <= 99 * 1024, "fits a block's shared memory on sm_86 / sm_89");
+  /* warp w's 16 rows (16 rw ..) and its first column (c0) */
+  static __device__ __forceinline__ int rw(int w) { return SPLIT > 1 ? w % GROUPS : w; }
+  static __device__ __forceinline__ int c0(int w) { return SPLIT > 1 ? (w / GROUPS) * CW : 0; }
 };
 
 /* The LSE of query row i (within the sequence) as stored, +inf past the sequence's end; and an
@@ -293,8 +296,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS) sdpa_bwd_dkdv_kernel(const s
   const sdpa_seq s = sdpa_sequence(g, b);
   if (n0 >= s.sk) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  /* my keys 16 rw .., my columns c0 .. c0 + CW - 1 */
-  const int rw = C::SPLIT > 1 ? warp % C::GROUPS : warp, c0 = C::SPLIT > 1 ? (warp / C::GROUPS) * CW : 0;
+  const int rw = C::rw(warp), c0 = C::c0(warp); /* my keys 16 rw .., my columns c0 .. c0 + CW - 1 */
   int t0, tiles;
   sdpa_query_tiles(g, s, n0, min(n0 + BN, s.sk) - 1, BM, &t0, &tiles);
   const int64_t total = (int64_t)tiles * g.group;
@@ -382,8 +384,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, cfg<DP>::Q_MIN_BLOCKS) sdpa_
   const int m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   if (m0 >= s.sq) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  /* my rows 16 rw .., my columns c0 .. c0 + CW - 1 */
-  const int rw = C::SPLIT > 1 ? warp % C::GROUPS : warp, c0 = C::SPLIT > 1 ? (warp / C::GROUPS) * CW : 0;
+  const int rw = C::rw(warp), c0 = C::c0(warp); /* my rows 16 rw .., my columns c0 .. c0 + CW - 1 */
   const int i_lo = m0, i_hi = min(m0 + BM, s.sq) - 1;
   int t_begin, t_end;
   sdpa_key_tiles(g, s, i_lo, i_hi, BN, &t_begin, &t_end);

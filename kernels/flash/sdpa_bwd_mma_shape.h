@@ -28,8 +28,11 @@
 #define OPSI_SDPA_BWD_MMA_D256_ROWS 32
 #define OPSI_SDPA_BWD_MMA_D256_STEP 16
 #define OPSI_SDPA_BWD_MMA_D256_PER_SM 2
-#define OPSI_SDPA_BWD_MMA_ROWS(DP) ((DP) > 128 ? OPSI_SDPA_BWD_MMA_D256_ROWS : OPSI_SDPA_BWD_MMA_D128_ROWS)
-#define OPSI_SDPA_BWD_MMA_STEP(DP) ((DP) > 128 ? OPSI_SDPA_BWD_MMA_D256_STEP : OPSI_SDPA_BWD_MMA_D128_STEP)
+/* the numbers above for a padded head dim of 64, 128 or 256 */
+#define OPSI_SDPA_BWD_MMA_OF(DP, X)                                                                   \
+  ((DP) > 128 ? OPSI_SDPA_BWD_MMA_D256_##X : (DP) > 64 ? OPSI_SDPA_BWD_MMA_D128_##X : OPSI_SDPA_BWD_MMA_D64_##X)
+#define OPSI_SDPA_BWD_MMA_ROWS(DP) OPSI_SDPA_BWD_MMA_OF(DP, ROWS)
+#define OPSI_SDPA_BWD_MMA_STEP(DP) OPSI_SDPA_BWD_MMA_OF(DP, STEP)
 #define OPSI_SDPA_BWD_MMA_SPLIT(DP) ((DP) > 128 ? 2 : 1)
 /* threads a block of either pass: ROWS / 16 row groups of 16, SPLIT warps each */
 #define OPSI_SDPA_BWD_MMA_THREADS(DP) (OPSI_SDPA_BWD_MMA_ROWS(DP) / 16 * OPSI_SDPA_BWD_MMA_SPLIT(DP) * 32)

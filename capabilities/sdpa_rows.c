@@ -501,7 +501,7 @@ static int32_t bwd_sm90_parts(const opsi_problem *p, int dp) {
 }
 static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
-  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN) *
+  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN_OF(dp)) *
               (det ? 1.0 : (double)bwd_sm90_parts(p, dp));
   e->pad_factor = head_dim_pad(p, dp);
   e->bytes_factor = 3.0;
@@ -511,7 +511,7 @@ static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
   const int64_t *d = p->dims;
   return opsi_sdpa_bwd_sm90_split_workspace(d[OPSI_SDPA_TQ], d[OPSI_SDPA_HQ], dp,
                                             opsi_sdpa_bwd_sm90_key_tiles(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV],
-                                                                         d[OPSI_SDPA_SK]),
+                                                                         d[OPSI_SDPA_SK], dp),
                                             bwd_sm90_parts(p, dp));
 }
 static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
@@ -553,23 +553,33 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #define SDPA_BWD_SM90_WS_TURNS(DP, BM)                                                                        \
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes, then the turn counters: (tokens_q / " #BM        \
   " + batch + 1) x heads_q x 4 bytes"
+/* The consumers' work and dQ's pieces by head dim: 64 keys a warpgroup, or at DP 256 the
+ * block's 64 keys with the products split between the two warpgroups */
+#define SDPA_BWD_SM90_CONSUMERS_64 "64 keys each: wgmma S^T, dP^T, dV, dK, half of dQ; dQ to shared; LSE / D"
+#define SDPA_BWD_SM90_CONSUMERS_128 SDPA_BWD_SM90_CONSUMERS_64
+#define SDPA_BWD_SM90_CONSUMERS_256 "the 64 keys: one S^T, P, dV, the other dP^T, dS, dK; each half of dQ; LSE / D"
+#define SDPA_BWD_SM90_PIECES_64 "dQ pieces 2 x 64x64 f32 as boxes of 32 columns"
+#define SDPA_BWD_SM90_PIECES_128 SDPA_BWD_SM90_PIECES_64
+#define SDPA_BWD_SM90_PIECES_256                                                                               \
+  "dQ pieces 2 x 64x128 f32 as boxes of 32 columns, P 64x64 f32 (thread-major, from one warpgroup to the other)"
 #define SDPA_BWD_SM90_ROW(ID, NAME, D)                                                                         \
-  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN,                        \
+  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_" #NAME, D, OPSI_SDPA_BWD_SM90_BN_##D,                    \
                       OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
-                      OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
+                      OPSI_SDPA_BWD_SM90_STAGES_##D, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS, \
                       bwd_sm90_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_##NAME, bwd_sm90_grid_##NAME,         \
                       bwd_sm90_plan_##NAME, SDPA_BWD_SM90_DQ_ANY, SDPA_BWD_SM90_WS_ANY,                      \
-                      SDPA_BWD_SM90_KEEPER_ANY, 0),
+                      SDPA_BWD_SM90_KEEPER_ANY, 0, SDPA_BWD_SM90_CONSUMERS_##D, SDPA_BWD_SM90_PIECES_##D),
 #define SDPA_BWD_SM90_DET_ROW(ID, NAME, D)                                                                     \
-  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN,                    \
+  SDPA_BWD_SM90_ROW_X(ID, "cuda_sdpa_backward_sm90_det_" #NAME, D, OPSI_SDPA_BWD_SM90_BN_##D,                \
                       OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
-                      OPSI_SDPA_BWD_SM90_STAGES, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS,     \
+                      OPSI_SDPA_BWD_SM90_STAGES_##D, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS, \
                       bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME,                       \
                       bwd_sm90_det_grid_##NAME, NULL, SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS,          \
-                      SDPA_BWD_SM90_KEEPER_TURNS, OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D##D),
+                      SDPA_BWD_SM90_KEEPER_TURNS, OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D##D,                    \
+                      SDPA_BWD_SM90_CONSUMERS_##D, SDPA_BWD_SM90_PIECES_##D),
 #define SDPA_BWD_SM90_ROW_X(...) SDPA_BWD_SM90_ROW_(__VA_ARGS__)
 #define SDPA_BWD_SM90_ROW_(ID, NAME, DP, BN, BM, STAGES, LOAD_REGS, MMA_REGS, WORKSPACE, LAUNCH, GRID, PLAN, \
-                           DQ, DQ_WORKSPACE, KEEPER, TWIN)                                                   \
+                           DQ, DQ_WORKSPACE, KEEPER, TWIN, CONSUMERS, PIECES)                                \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA_BACKWARD, .backend = OPS_DEVICE_CUDA, .sm_min = 90,         \
       .sm_max = 90, .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),               \
@@ -581,12 +591,11 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                   [OPSI_SDPA_SK] = 2147483647, [OPSI_SDPA_D] = DP, [OPSI_SDPA_DV] = DP},                      \
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": TMA of K / V once, Q / dout (" #STAGES           \
                                 " stages); TMA reduce-add of dQ" KEEPER},                                    \
-                {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 keys each: wgmma S^T, dP^T, dV, dK, half of dQ; " \
-                                 "dQ to shared; LSE / D"}},                                                  \
+                {"consumers", 8, "setmaxnreg " #MMA_REGS ": " CONSUMERS}},                                  \
       .stages = STAGES,                                                                                      \
       .smem_layout = "K and V " #BN "x" #DP ", Q and dout " #STAGES " stages of " #BM "x" #DP " each, dS 2 x " \
                      #BM "x" #BN " (stmatrix, transposed), as boxes of 64 columns, 128-byte swizzle, "      \
-                     "1024-byte aligned; dQ pieces 2 x 64x64 f32 as boxes of 32 columns; LSE and D 2 x "  \
+                     "1024-byte aligned; " PIECES "; LSE and D 2 x "                                       \
                      #BM " floats each; 13 mbarriers (2 turn, 2 added: _det_'s)",                        \
       .smem_bytes = OPSI_SDPA_BWD_SM90_SMEM(DP), .threads = 384, .vector_bytes = 16, DQ(BM), .twin = TWIN, \
       .unit = OPSI_UNIT_WGMMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                               \

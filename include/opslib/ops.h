@@ -154,8 +154,8 @@ OPS_API ops_status ops_sdpa_workspace_size(ops_handle handle, const ops_sdpa_par
  * a KV cache (kv_lens or block_table: decode has no backward), OPS_ERR_ALIASING where dq, dk
  * or dv overlaps an input or another output. The CPU reference: a fixed order of every sum.
  * CUDA: f16 / bf16 with head dims up to 256, a workspace (ops_sdpa_backward_workspace_size).
- * On sm_90 with head dims up to 128, unit-stride rows, 16-byte aligned, and no mask, the
- * Hopper kernels sum dq by f32 atomics: not bitwise reproducible; on a handle set
+ * On sm_90 with unit-stride rows, 16-byte aligned, and no mask, the Hopper kernels (every
+ * head dim up to 256) sum dq by f32 atomics: not bitwise reproducible; on a handle set
  * deterministic (ops_handle_set_deterministic) the atomics take turns in a fixed order
  * (bitwise the same from run to run, a larger workspace). The sm_80-class kernels (any SM >=
  * 80, every layout, head dims up to 256, no atomics: bitwise reproducible) take the calls the

@@ -25,6 +25,12 @@
  *           kernels), each key tile's walk is cut in parts, a block each, and the part that
  *           finishes last adds the parts' dK and dV sums in part order (last_part) and stores.
  *   dq:     dq = the accumulators times the scale, rounded to T.
+ * DP 256: a consumer warpgroup's dK or dV of 64 keys is all the registers it has (m64n256, 128 a
+ * thread), so a block owns BN = 64 keys, streams query tiles of 64 in one stage, and its two
+ * consumer warpgroups split the five products instead of the keys (consume_d256): the first
+ * computes S^T = K Q^T and P, hands P to the second through shared memory (f32) and adds
+ * dV += P^T dout; the second computes dP^T = V dout^T, dS^T = P^T (dP^T - D), stores dS and
+ * adds dK += dS^T Q; each then takes half of dQ = dS K's columns (64 x 128) to its piece.
  * A row whose LSE is -inf and rows past a sequence's end take an LSE of +inf (P = 0). Keys
  * and query rows past the tensors' extents read as zeros (TMA); varlen's neighbouring rows
  * are masked like any key past the end. Blocks start their walk over the query tiles at a
@@ -73,15 +79,16 @@ namespace fa3bwd {
 using sdpa_bwd_geom = ::opsi_sdpa_bwd_geom;
 
 template <int DP_> struct cfg {
-  static constexpr int DP = DP_, BN = OPSI_SDPA_BWD_SM90_BN, BM = OPSI_SDPA_BWD_SM90_BM_OF(DP_);
-  static constexpr int STAGES = OPSI_SDPA_BWD_SM90_STAGES;
+  static constexpr int DP = DP_, BN = OPSI_SDPA_BWD_SM90_BN_OF(DP_), BM = OPSI_SDPA_BWD_SM90_BM_OF(DP_);
+  static constexpr int STAGES = OPSI_SDPA_BWD_SM90_STAGES_OF(DP_);
   static constexpr int LOAD_REGS = OPSI_SDPA_BWD_SM90_LOAD_REGS, MMA_REGS = OPSI_SDPA_BWD_SM90_MMA_REGS;
   static constexpr int THREADS = 384;
   static constexpr int KV_BYTES = BN * DP * 2, Q_BYTES = BM * DP * 2, DS_BYTES = BM * BN * 2;
-  static constexpr int DQ_BYTES = OPSI_SDPA_BWD_SM90_DQ_BYTES;
+  static constexpr int DQ_BYTES = OPSI_SDPA_BWD_SM90_DQ_BYTES_OF(DP_), XP_BYTES = OPSI_SDPA_BWD_SM90_XP_BYTES_OF(DP_);
+  static constexpr int DQ_BOXES = DQ_BYTES / (64 * 32 * 4); /* a piece's boxes of 64 rows x 32 f32 columns */
   static constexpr int SMEM_BYTES = OPSI_SDPA_BWD_SM90_SMEM(DP);
-  static_assert(BN == 128, "two consumer warpgroups of 64 keys");
-  static_assert((DP == 64 && BM == 128) || (DP == 128 && BM == 64), "dQ in two 64 x 64 pieces a step");
+  static_assert(BN == (DP == 256 ? 64 : 128), "consumer warpgroups of 64 keys each, or both on 64 (DP 256)");
+  static_assert((DP == 64 && BM == 128) || (DP >= 128 && BM == 64), "dQ in two pieces of 64 rows a step");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one block");
   /* setmaxnreg moves registers within the block's launch allocation (65536 / THREADS a thread,
    * rounded down to 8), not the SM's whole file: an increase beyond it waits forever */
@@ -90,18 +97,19 @@ template <int DP_> struct cfg {
 
 /* Shared memory, 1024-byte aligned (the swizzle's atom): K, V (BN x DP), the ring's Q and
  * dout (BM x DP a stage), dS (2 buffers of BM x BN), each as boxes of 64 columns; dQ's pieces
- * (a consumer warpgroup's 64 x 64 f32, as two boxes of 32 columns: DQ_BYTES each); LSE (log2)
- * and D (2 buffers of BM floats each); the mbarriers (DET's turn and added: 2 each; a full
- * and an empty a dQ piece). */
+ * (a consumer warpgroup's 64 rows of f32, as boxes of 32 columns: DQ_BYTES each); DP 256's P
+ * (XP_BYTES); LSE (log2) and D (2 buffers of BM floats each); the mbarriers (DET's turn and
+ * added: 2 each; a full and an empty a dQ piece). */
 template <typename C> struct smem_plan {
   uint8_t *k, *v, *q, *dout, *ds, *dq;
-  float *lse, *dsum;
+  float *xp, *lse, *dsum;
   uint64_t *kv_full, *full, *empty, *turn, *added, *dq_full, *dq_empty;
   __device__ __forceinline__ explicit smem_plan(uint8_t *raw) {
     k = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
     v = k + C::KV_BYTES, q = v + C::KV_BYTES, dout = q + C::STAGES * C::Q_BYTES;
     ds = dout + C::STAGES * C::Q_BYTES, dq = ds + 2 * C::DS_BYTES;
-    lse = reinterpret_cast<float *>(dq + 2 * C::DQ_BYTES), dsum = lse + 2 * C::BM;
+    xp = reinterpret_cast<float *>(dq + 2 * C::DQ_BYTES);
+    lse = reinterpret_cast<float *>(dq + 2 * C::DQ_BYTES + C::XP_BYTES), dsum = lse + 2 * C::BM;
     kv_full = reinterpret_cast<uint64_t *>(dsum + 2 * C::BM);
     full = kv_full + 1, empty = full + C::STAGES, turn = empty + C::STAGES, added = turn + 2;
     dq_full = added + 2, dq_empty = dq_full + 2;
@@ -310,6 +318,147 @@ __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, 
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* DP 256's consumer warpgroups (cfg<256>: BN = BM = 64, one stage; the header says who does
+ * what), after the kernel's setup: consumer warpgroup cw (0 or 1) of the block at keys n0.
+ * Warp wl of a warpgroup holds keys wl 16 .. of every m64 product, its accumulators (acc: dV
+ * for cw 0, dK for cw 1) as m64n256. Tile it, in order:
+ *   both: wait for the stage; S^T (cw 0) or dP^T (cw 1) = K or V (A) x Q or dout (B, K-major)
+ *   cw 0: P = exp2(S^T scale log2(e) - LSE log2(e)) into xp (f32, float4 j of thread t at
+ *         [j][t]), arrive on barrier 2; dV += P^T dout (A from registers)
+ *   cw 1: wait on barrier 2, read P, dS^T = P (dP^T - D), dS to shared memory (buffer it % 2,
+ *         stmatrix transposed: dS[query][key]); dK += dS^T Q (A from registers)
+ *   both: barrier 1 (dS in place; tile it + 1's LSE and D stored); dQ's columns cw 128 ..
+ *         = dS K (64 x 128); hand the stage back once dV / dK are done, and dQ to the writer.
+ * xp is written again only after barrier 1, which cw 1 reaches after reading it; dS buffer
+ * it % 2 only after barrier 2 of tile it + 2, which cw 0 reaches after its dQ of tile it. */
+template <typename T>
+__device__ __forceinline__ void consume_d256(const smem_plan<cfg<256>> &sm, const sdpa_bwd_geom &bg,
+                                             const sdpa_seq &s, const walk &wk, int b, int hk, int n0) {
+  using namespace opsi::sm90;
+  using C = cfg<256>;
+  constexpr int DP = C::DP, BN = C::BN, BM = C::BM, STAGES = C::STAGES;
+  const sdpa_geom &g = bg.f;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, cw = warp / 4 - 1, wl = warp % 4;
+  const int key0 = wl * 16, t = threadIdx.x % 128;
+  /* descriptors: K or V (A of S^T / dP^T), Q or dout (its B, K-major), dout or Q (B of dV /
+   * dK, N-major), dS buffer 0 (A of dQ), K's columns cw 128 .. (B of dQ, N-major) */
+  const uint64_t a_kv = smem_desc(smem_addr(cw == 0 ? sm.k : sm.v), 16, 1024);
+  const uint64_t b_qo = smem_desc(smem_addr(cw == 0 ? sm.q : sm.dout), 16, 1024);
+  const uint64_t b_grad = smem_desc(smem_addr(cw == 0 ? sm.dout : sm.q), BM * 128, 1024);
+  const uint64_t a_ds = smem_desc(smem_addr(sm.ds), 16, 1024);
+  const uint64_t b_k = smem_desc(smem_addr(sm.k) + cw * 2 * BN * 128, BN * 128, 1024);
+  float acc[DP / 2];
+#pragma unroll
+  for (int i = 0; i < DP / 2; ++i) acc[i] = 0.0f;
+
+  /* LSE (log2) for cw 0, D for cw 1, of tile it's rows in buffer it % 2: a row a thread of the
+   * warpgroup's first BM, a tile ahead */
+  const auto fetch = [&](const walk_cursor &c) {
+    const int h = c.h(), m0 = c.m0(BM);
+    return t >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_raw(g, s, b, h, m0 + t) : fa2bwd::dsum_at(bg, s, b, h, m0 + t);
+  };
+  const auto put = [&](int64_t it, float x) {
+    if (t < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + t] = cw == 0 ? fa2bwd::lse_to_log2(x) : x;
+  };
+  walk_cursor cur(wk), nxt(wk);
+  if (wk.count > 0) {
+    put(0, fetch(cur));
+    named_bar_sync(1, 256);
+  }
+  nxt.advance();
+  mbar_wait(sm.kv_full, 0);
+
+  float4 *xp = reinterpret_cast<float4 *>(sm.xp) + t;
+  for (int64_t it = 0; it < wk.count; ++it, cur = nxt, nxt.advance()) {
+    const ring_pos<STAGES> pos{(int)it};
+    const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
+    float sc[BM / 2]; /* S^T (cw 0) or dP^T (cw 1): 64 keys x BM queries */
+    mbar_wait(&sm.full[st], pos.full_parity());
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+      const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
+      wgmma<T, BM, false>::mma(sc, desc_advance(a_kv, ka), desc_advance(b_qo, qb), kk > 0 ? 1u : 0u);
+    }
+    wgmma_commit();
+    const float next = it + 1 < wk.count ? fetch(nxt) : 0.0f;
+    const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM;
+    const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
+    auto &x4 = reinterpret_cast<float(&)[BM / 8][4]>(sc);
+    uint32_t fa[BM / 16][4];
+    wgmma_wait<0>();
+    fence_regs(sc);
+    if (cw == 0) {
+      const bool unmasked = sdpa_tile_unmasked(g, s, m0, min(m0 + BM, s.sq) - 1, n0, BN);
+      fa2bwd::probabilities<true>(g, s, b, h, unmasked, n0 + key0, m0, lane, x4,
+                                  [&](int n, int e) { return ld_shared_f32(lb + col(n, e)); });
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j) xp[j * 128] = make_float4(x4[j][0], x4[j][1], x4[j][2], x4[j][3]);
+      round_frags<T, BM>(sc, fa);
+      named_bar_arrive(2, 256); /* P is in place for cw 1 */
+    } else {
+      named_bar_sync(2, 256);
+      float p4[BM / 8][4];
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j) {
+        const float4 v = xp[j * 128];
+        p4[j][0] = v.x, p4[j][1] = v.y, p4[j][2] = v.z, p4[j][3] = v.w;
+      }
+      fa2bwd::score_grads(x4, p4, [&](int n, int e) { return ld_shared_f32(db + col(n, e)); });
+      round_frags<T, BM>(sc, fa);
+      /* dS[query][key] into buffer it % 2, as the Hopper rows of DP 64 / 128 store it */
+      uint8_t *dsb = sm.ds + (it & 1) * C::DS_BYTES;
+      const int mi = lane / 8, kq = key0 + (mi % 2) * 8;
+#pragma unroll
+      for (int kt = 0; kt < BM / 16; ++kt) {
+        const int q = kt * 16 + (mi / 2) * 8 + lane % 8;
+        stmatrix_x4_trans(smem_addr(dsb + q * 128 + (((kq / 8) ^ (q % 8)) << 4)), fa[kt]);
+      }
+      fence_proxy_async(); /* dS, written by stmatrix, is read by wgmma */
+    }
+    /* dV += P^T dout (cw 0), dK += dS^T Q (cw 1) */
+    wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < BM / 16; ++kt) {
+      wgmma_rs<T, DP>::mma(acc, fa[kt], desc_advance(b_grad, st * C::Q_BYTES + kt * 16 * 128), 1u);
+    }
+    wgmma_commit();
+    if (it + 1 < wk.count) put(it + 1, next);
+    named_bar_sync(1, 256); /* dS in place, and tile it + 1's LSE and D */
+
+    float dqa[64]; /* dQ's 64 x 128 piece of columns cw 128 .. */
+    const uint64_t a0 = desc_advance(a_ds, (uint32_t)(it & 1) * C::DS_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      wgmma<T, 128, true>::mma(dqa, desc_advance(a0, (kk % 4) * 32), desc_advance(b_k, kk * 16 * 128),
+                               kk > 0 ? 1u : 0u);
+    }
+    wgmma_commit();
+    wgmma_wait<1>(); /* dV / dK read their last of the stage */
+    fence_regs(acc);
+    if (lane == 0) mbar_arrive(&sm.empty[st]);
+    wgmma_wait<0>();
+    fence_regs(dqa);
+    mbar_wait(&sm.dq_empty[cw], ((uint32_t)it & 1u) ^ 1u);
+    put_dq(sm.dq + cw * C::DQ_BYTES, wl, lane, reinterpret_cast<const float(&)[32]>(dqa[0]));
+    put_dq(sm.dq + cw * C::DQ_BYTES + C::DQ_BYTES / 2, wl, lane, reinterpret_cast<const float(&)[32]>(dqa[32]));
+    fence_proxy_async();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.dq_full[cw]);
+  }
+
+  /* dV (cw 0) or dK times the scale (cw 1), staged in the warp's rows of V or K, which no
+   * product reads once both warpgroups are past their last */
+  named_bar_sync(1, 256);
+  const int rows = min(16, s.sk - (n0 + key0));
+  const int64_t row0 = s.k0 + n0 + key0, at = (int64_t)key0 * DP * 2;
+  if (cw == 0) store_rows<T, DP>(sm.v + at, bg.dv, b, row0, rows, hk, g.dv, acc, 1.0f, lane);
+  else store_rows<T, DP>(sm.k + at, bg.dk, b, row0, rows, hk, g.d, acc, bg.scale, lane);
+}
+#endif
+
 /* The main pass: grid (key tiles of BN x parts, Hkv, batch; launched in another order where
  * order_chunk says so). The tensor
  * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. SPLIT:
@@ -350,7 +499,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
   /* Step it's dQ (BM x DP), for the consumers and the dQ writer alike: consumer warpgroup cw
    * takes the 64 x 64 piece whose column half (DP 128, the halves alternating from step to
-   * step) or row half (DP 64, BM 128) is dq_half(it, cw). */
+   * step) or row half (DP 64, BM 128) is dq_half(it, cw); at DP 256, column half cw (64 x 128). */
   const auto dq_half = [](int64_t it, int cw) { return DP == 128 ? (int)((it + cw) & 1) : cw; };
   const walk wk(g, s, n0, BN, BM, hk, !DET, parts, part);
   const int bmap = sdpa_map_batch(g, b);
@@ -413,11 +562,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
 #pragma unroll
         for (int cw = 0; cw < 2; ++cw) {
-          const int half = dq_half(it, cw), cb = DP == 128 ? half * 64 : 0;
-          const int32_t rb = row + (DP == 128 ? 0 : half * 64);
+          const int half = dq_half(it, cw), cb = DP == 256 ? cw * 128 : DP == 128 ? half * 64 : 0;
+          const int32_t rb = row + (DP == 64 ? half * 64 : 0);
           mbar_wait(&sm.dq_full[cw], (uint32_t)it & 1u);
-          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES, cb, h, rb);
-          tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES + C::DQ_BYTES / 2, cb + 32, h, rb);
+#pragma unroll
+          for (int j = 0; j < C::DQ_BOXES; ++j) {
+            tma_reduce_add(&map_dq, sm.dq + cw * C::DQ_BYTES + j * (C::DQ_BYTES / C::DQ_BOXES), cb + 32 * j, h, rb);
+          }
         }
         bulk_commit();
         if (DET) {
@@ -457,6 +608,9 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
       }
     }
+  } else if constexpr (DP == 256) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
+    consume_d256<T>(sm, bg, s, wk, b, hk, n0);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
     const int cw = wg - 1, wl = warp % 4;
@@ -682,7 +836,8 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   const sdpa_geom &g = bg.f;
   fa2bwd::launch_dsum<T>(bg, sm_count, stream);
   const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
-  const auto kernel = DET || parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false> : sdpa_bwd_sm90_kernel<T, DP, DET, !DET>;
+  constexpr bool SPLITS = !DET && DP != 256; /* the kernels whose key tiles may be cut in parts */
+  const auto kernel = parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false> : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),

@@ -1,12 +1,15 @@
 /*
  * The Hopper attention backward's shape (sdpa_bwd_sm90.cuh), in one place for the kernels and
- * the capability rows that state it: a block holds BN keys of one (batch, KV head), 64 a
- * consumer warpgroup, and streams query tiles of BM rows through a ring of STAGES; setmaxnreg
- * gives the producer warpgroup LOAD_REGS registers a thread and each consumer MMA_REGS.
- * Shared memory, 16-bit tiles of DP columns as boxes of 64 (128-byte swizzle): K and V BN x DP,
- * Q and dout STAGES x BM x DP each, dS 2 x BM x BN, dQ's f32 pieces (a consumer warpgroup's
- * 64 x 64 each, two boxes of 32 columns), LSE and D 2 x BM floats each, and the mbarriers (K /
- * V full, a full and an empty a stage, 2 turn and 2 added, a full and an empty a dQ piece).
+ * the capability rows that state it: a block holds BN keys of one (batch, KV head) and streams
+ * query tiles of BM rows through a ring of STAGES; setmaxnreg gives the producer warpgroup
+ * LOAD_REGS registers a thread and each consumer MMA_REGS. At DP 64 / 128 each consumer
+ * warpgroup takes 64 of the BN = 128 keys; at DP 256 (BN 64) both take the block's 64 keys and
+ * split the products between them (one S^T and dV, the other dP^T and dK, each half of dQ's
+ * columns). Shared memory, 16-bit tiles of DP columns as boxes of 64 (128-byte swizzle): K and
+ * V BN x DP, Q and dout STAGES x BM x DP each, dS 2 x BM x BN, dQ's f32 pieces (a consumer
+ * warpgroup's 64 rows x 64 columns, at DP 256 x 128, as boxes of 32 columns), at DP 256 P's
+ * f32 exchange (BM x BN), LSE and D 2 x BM floats each, and the mbarriers (K / V full, a full
+ * and an empty a stage, 2 turn and 2 added, a full and an empty a dQ piece).
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_
@@ -15,21 +18,35 @@
 #include <stdint.h>
 
 #define OPSI_SDPA_BWD_SM90_BN 128
-/* query tile rows by head dim (BM_<DP>): two 64-row halves at DP 64, one wgmma M at 128 */
+#define OPSI_SDPA_BWD_SM90_BN_64 OPSI_SDPA_BWD_SM90_BN
+#define OPSI_SDPA_BWD_SM90_BN_128 OPSI_SDPA_BWD_SM90_BN
+#define OPSI_SDPA_BWD_SM90_BN_256 64
+#define OPSI_SDPA_BWD_SM90_BN_OF(DP) ((DP) == 256 ? OPSI_SDPA_BWD_SM90_BN_256 : OPSI_SDPA_BWD_SM90_BN)
+/* query tile rows by head dim (BM_<DP>): two 64-row halves at DP 64, one wgmma M above */
 #define OPSI_SDPA_BWD_SM90_BM_64 128
 #define OPSI_SDPA_BWD_SM90_BM_128 64
-#define OPSI_SDPA_BWD_SM90_BM_OF(DP) ((DP) == 64 ? OPSI_SDPA_BWD_SM90_BM_64 : OPSI_SDPA_BWD_SM90_BM_128)
-#define OPSI_SDPA_BWD_SM90_STAGES 2
-/* a consumer warpgroup's dQ piece a step: 64 x 64 f32 */
-#define OPSI_SDPA_BWD_SM90_DQ_BYTES (64 * 64 * 4)
+#define OPSI_SDPA_BWD_SM90_BM_256 64
+#define OPSI_SDPA_BWD_SM90_BM_OF(DP)                                                                           \
+  ((DP) == 64 ? OPSI_SDPA_BWD_SM90_BM_64 : (DP) == 128 ? OPSI_SDPA_BWD_SM90_BM_128 : OPSI_SDPA_BWD_SM90_BM_256)
+/* ring stages by head dim: at DP 256 one stage of Q and dout is what shared memory holds */
+#define OPSI_SDPA_BWD_SM90_STAGES_64 2
+#define OPSI_SDPA_BWD_SM90_STAGES_128 2
+#define OPSI_SDPA_BWD_SM90_STAGES_256 1
+#define OPSI_SDPA_BWD_SM90_STAGES_OF(DP) ((DP) == 256 ? OPSI_SDPA_BWD_SM90_STAGES_256 : OPSI_SDPA_BWD_SM90_STAGES_128)
+/* a consumer warpgroup's dQ piece a step, f32: 64 x 64, at DP 256 64 x 128 */
+#define OPSI_SDPA_BWD_SM90_DQ_BYTES_OF(DP) (64 * ((DP) == 256 ? 128 : 64) * 4)
+/* DP 256: P (f32, BM x BN) from the warpgroup that computes it to the one that computes dS */
+#define OPSI_SDPA_BWD_SM90_XP_BYTES_OF(DP) ((DP) == 256 ? OPSI_SDPA_BWD_SM90_BM_256 * OPSI_SDPA_BWD_SM90_BN_256 * 4 : 0)
 #define OPSI_SDPA_BWD_SM90_LOAD_REGS 24
 #define OPSI_SDPA_BWD_SM90_MMA_REGS 240
 
 #define OPSI_SDPA_BWD_SM90_SMEM(DP)                                                                            \
   (1024 +                                                                                                      \
-   (2 * OPSI_SDPA_BWD_SM90_BN + 2 * OPSI_SDPA_BWD_SM90_STAGES * OPSI_SDPA_BWD_SM90_BM_OF(DP)) * (DP) * 2 +     \
-   2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * OPSI_SDPA_BWD_SM90_BN * 2 + 2 * OPSI_SDPA_BWD_SM90_DQ_BYTES +          \
-   2 * 2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * 4 + 8 * (9 + 2 * OPSI_SDPA_BWD_SM90_STAGES))
+   (2 * OPSI_SDPA_BWD_SM90_BN_OF(DP) + 2 * OPSI_SDPA_BWD_SM90_STAGES_OF(DP) * OPSI_SDPA_BWD_SM90_BM_OF(DP)) *   \
+       (DP) * 2 +                                                                                              \
+   2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * OPSI_SDPA_BWD_SM90_BN_OF(DP) * 2 + 2 * OPSI_SDPA_BWD_SM90_DQ_BYTES_OF(DP) + \
+   OPSI_SDPA_BWD_SM90_XP_BYTES_OF(DP) + 2 * 2 * OPSI_SDPA_BWD_SM90_BM_OF(DP) * 4 +                             \
+   8 * (9 + 2 * OPSI_SDPA_BWD_SM90_STAGES_OF(DP)))
 
 /* The workspace, for the rows and the launcher alike: D of every (query row, head), f32,
  * rounded up to 256 bytes, then dQ's f32 accumulators, DP columns a (query row, head); SIZE_MAX
@@ -52,22 +69,23 @@ static inline size_t opsi_sdpa_bwd_sm90_workspace(int64_t tokens_q, int64_t head
  * launch that computes D); the part that counts last adds the parts' sums in part order and
  * stores dK and dV: the same sum whichever part finishes last. parts: the most of 2, 4 and 8
  * whose blocks fit one wave (a block an SM) with at least SPLIT_MIN_STEPS steps a part on a
- * walk over every query tile (group x query tiles); 1 where none does. */
+ * walk over every query tile (group x query tiles); 1 where none does, and at DP 256, whose
+ * consumers hold dK or dV whole (no part's sums in last_part's layout). */
 #define OPSI_SDPA_BWD_SM90_SPLIT_MAX 8
 #define OPSI_SDPA_BWD_SM90_SPLIT_MIN_STEPS 4
-/* key tiles of a call: 0 for an empty one, INT64_MAX where the count overflows (such a call
- * is never split) */
-static inline int64_t opsi_sdpa_bwd_sm90_key_tiles(int64_t batch, int64_t heads_kv, int64_t seqlen_k) {
+/* key tiles of a call at head dim class dp: 0 for an empty one, INT64_MAX where the count
+ * overflows (such a call is never split) */
+static inline int64_t opsi_sdpa_bwd_sm90_key_tiles(int64_t batch, int64_t heads_kv, int64_t seqlen_k, int dp) {
   if (batch <= 0 || heads_kv <= 0 || seqlen_k <= 0) return 0;
-  const int64_t per = seqlen_k / OPSI_SDPA_BWD_SM90_BN + (seqlen_k % OPSI_SDPA_BWD_SM90_BN != 0);
+  const int64_t bn = OPSI_SDPA_BWD_SM90_BN_OF(dp), per = seqlen_k / bn + (seqlen_k % bn != 0);
   int64_t t;
   if (__builtin_mul_overflow(batch, heads_kv, &t) || __builtin_mul_overflow(t, per, &t)) return INT64_MAX;
   return t;
 }
 static inline int32_t opsi_sdpa_bwd_sm90_parts(int64_t batch, int64_t heads_kv, int64_t seqlen_k, int64_t group,
                                                int64_t seqlen_q, int dp, int64_t sm_count) {
-  const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(batch, heads_kv, seqlen_k);
-  if (tiles <= 0 || group <= 0 || seqlen_q <= 0 || sm_count <= 0 || tiles > sm_count / 2 || seqlen_q > (1 << 30) ||
+  const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(batch, heads_kv, seqlen_k, dp);
+  if (dp == 256 || tiles <= 0 || group <= 0 || seqlen_q <= 0 || sm_count <= 0 || tiles > sm_count / 2 || seqlen_q > (1 << 30) ||
       group > (1 << 20)) {
     return 1;
   }

@@ -204,7 +204,7 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   /* the default kernels: key tiles in parts where they fill too little of a wave (its row's
    * plan and workspace say the same) */
   const int64_t heads_kv = bg.f.heads_q / bg.f.group;
-  const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(bg.f.batch, heads_kv, bg.f.seqlen_k);
+  const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(bg.f.batch, heads_kv, bg.f.seqlen_k, DP);
   const int32_t parts =
       DET ? 1 : opsi_sdpa_bwd_sm90_parts(bg.f.batch, heads_kv, bg.f.seqlen_k, bg.f.group, bg.f.seqlen_q, DP,
                                         ctx->sm_count);

@@ -216,6 +216,7 @@ static void shipped_kernel_ids_never_change(void **state) {
       {215, "cuda_gemm_sm90_128x112"}, {216, "cuda_gemm_sm90_128x112_splitk"},
       {217, "cuda_gemm_sm90_128x96"}, {218, "cuda_gemm_sm90_128x96_splitk"},
       {1807, "cuda_sdpa_backward_mma_d256"},
+      {1808, "cuda_sdpa_backward_sm90_d256"}, {1809, "cuda_sdpa_backward_sm90_det_d256"},
   };
   const size_t n = sizeof shipped / sizeof shipped[0];
   for (size_t i = 0; i < n; ++i) {

@@ -141,9 +141,10 @@ static void sdpa_bwd_case(int iter, int64_t big_seq, int64_t group_given) {
 void sdpa_backward(void **state) {
   (void)state;
   for (int i = 0; i < 40; ++i) sdpa_bwd_case(i, 0, 0);
-  /* head dims 136 to 256 (the d256 kernel: a warp pair's column halves), every feature of the
-   * draws above; one longer sequence (300 queries over 295 keys: 10 key tiles a block holds, 19
-   * query tiles it streams) */
+  /* head dims 136 to 256 (the sm_80-class d256 kernel: a warp pair's column halves; the Hopper
+   * d256 kernels: key tiles of 64 whose consumer warpgroups split the products), every feature
+   * of the draws above; one longer sequence (300 queries over 295 keys: 10 key tiles of the
+   * sm_80-class kernel, 19 query tiles it streams; 5 and 5 tiles of 64 on Hopper) */
   for (int i = 0; i < 24; ++i) sdpa_bwd_case_of(i, 2, 0, 0);
   sdpa_bwd_case_of(3, 2, 300, 0);
   sdpa_bwd_case(1, 600, 0); /* d 128, ten query and key tiles, a partial last one */

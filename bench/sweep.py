@@ -2,7 +2,8 @@
 """The workload sweep: every eligible opslib kernel (pinned), the dispatcher's own choice and
 PyTorch's fastest backend, timed on a grid of the shapes real models issue.
 
-    python3 bench/sweep.py [--ops sdpa,decode,sdpa_bwd,gemm,rows,reduce] [--quick] [--json FILE]
+    python3 bench/sweep.py [--ops sdpa,decode,sdpa_bwd,gemm,rows,reduce] [--quick] [--shapes REGEX]
+                           [--json FILE]
     python3 bench/sweep.py --list                       # the grid (no GPU, no torch)
     python3 bench/sweep.py --summary FILE [--md]        # regret, model error, vs PyTorch
     python3 bench/sweep.py --reestimate FILE [--json OUT] [--md]
@@ -187,12 +188,14 @@ def heldout_grid(quick):
 
 
 def sdpa_bwd_grid(quick):
-    """Training steps' attention backward: short and long sequences, MHA and GQA, d 64 / 128."""
+    """Training steps' attention backward: short and long sequences, MHA and GQA, d 64 / 128 / 256."""
     cfg = [(2, 128, 8, 2, 64, False), (1, 512, 16, 16, 64, False), (4, 512, 16, 16, 64, True),
            (8, 1024, 16, 16, 64, True), (1, 8192, 32, 8, 64, True), (1, 512, 32, 8, 128, True),
            (16, 256, 32, 32, 128, True), (32, 512, 16, 16, 128, True), (16, 1024, 16, 16, 128, False),
            (4, 4096, 16, 16, 128, False), (4, 4096, 16, 16, 128, True), (2, 2048, 32, 8, 128, True),
-           (1, 16384, 16, 16, 128, True), (64, 128, 12, 12, 64, False)]
+           (1, 16384, 16, 16, 128, True), (64, 128, 12, 12, 64, False),
+           (1, 128, 8, 8, 256, False), (4, 512, 8, 8, 256, True), (2, 1024, 16, 4, 256, True),
+           (8, 1024, 8, 8, 256, False), (1, 4096, 8, 8, 256, True), (2, 4096, 8, 8, 256, False)]
     if quick:
         cfg = cfg[:3]
     g = []
@@ -208,8 +211,9 @@ GRIDS = {"sdpa": sdpa_grid, "decode": decode_grid, "sdpa_bwd": sdpa_bwd_grid, "g
          "rows": rows_grid, "reduce": reduce_grid, "heldout": heldout_grid}
 
 
-def grid(ops, quick):
-    return [c for op in ops for c in GRIDS[op](quick)]
+def grid(ops, quick, shapes=None):
+    """The shapes of ops (those whose id matches the regular expression `shapes`, if given)."""
+    return [c for op in ops for c in GRIDS[op](quick) if shapes is None or re.search(shapes, c["id"])]
 
 
 # ---- work: the minimal bytes and flops of a case -------------------------------------------
@@ -726,6 +730,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", default=",".join(GRIDS))
     ap.add_argument("--quick", action="store_true", help="a few shapes an op (a smoke run)")
+    ap.add_argument("--shapes", default=None, metavar="REGEX", help="only the shapes whose id matches")
     ap.add_argument("--cooldown", type=float, default=0.1)
     ap.add_argument("--json", default=None)
     ap.add_argument("--list", action="store_true")
@@ -736,9 +741,9 @@ def main():
     args = ap.parse_args()
     ops = args.ops.split(",")
     if args.list:
-        for c in grid(ops, args.quick):
+        for c in grid(ops, args.quick, args.shapes):
             print(c["id"])
-        print(f"{len(grid(ops, args.quick))} shapes")
+        print(f"{len(grid(ops, args.quick, args.shapes))} shapes")
         return 0
     if args.summary or args.reestimate:
         with open(args.summary or args.reestimate) as f:
@@ -786,7 +791,7 @@ def main():
 
     t0 = time.time()
     path = args.json or f"sweep_{result['date'][:10]}.json"
-    for c in grid(ops, args.quick):
+    for c in grid(ops, args.quick, args.shapes):
         try:
             result["rows"].append(measure(torch, opslib, c, timer, gen, props.L2_cache_size, log))
         except torch.cuda.OutOfMemoryError as e:

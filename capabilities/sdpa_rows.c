@@ -453,6 +453,12 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
 #define SDPA_BWD_MMA_ORDER_d64 ""
 #define SDPA_BWD_MMA_ORDER_d128 ""
 #define SDPA_BWD_MMA_ORDER_d256 "; S and dP: each column half's k16 steps in order, then the halves added"
+/* The fraction of mma.sync's peak the passes reach where no calibration says better (memory:
+ * 0.35 of the bandwidth at every head dim): at d256 the warp pairs' traded partials and narrow
+ * tiles keep the math far lower */
+#define SDPA_BWD_MMA_EFFICIENCY_d64 0.35f
+#define SDPA_BWD_MMA_EFFICIENCY_d128 0.35f
+#define SDPA_BWD_MMA_EFFICIENCY_d256 0.14f
 #define SDPA_BWD_MMA_ROW(ID, NAME, D)                                                                          \
   SDPA_BWD_MMA_ROW_X(ID, "cuda_sdpa_backward_mma_" #NAME, D, OPSI_SDPA_BWD_MMA_D##D##_ROWS,                     \
                      OPSI_SDPA_BWD_MMA_D##D##_STEP,                                                          \
@@ -478,7 +484,8 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
       .reduction_order = "no atomics: dK, dV per key over the group's query heads, then query tiles of "      \
                          #STEP ", in order; dQ per query row over key tiles of " #STEP " in order; mma k16 "   \
                          "steps in order (f32)" SDPA_BWD_MMA_ORDER_##SUFFIX,                                  \
-      .unit = OPSI_UNIT_MMA_F16, .efficiency = 0.35f, .bytes_factor = 1.0f,                                  \
+      .unit = OPSI_UNIT_MMA_F16, .efficiency = SDPA_BWD_MMA_EFFICIENCY_##SUFFIX, .mem_efficiency = 0.35f,    \
+      .bytes_factor = 1.0f,                                                                                  \
       .tiling = {{OPSI_SDPA_SK, OPSI_SDPA_D, -1}, {ROWS, DP, 0}, {1, 0, 0}, {OPSI_SDPA_B, OPSI_SDPA_HKV, -1}, \
                  PER_SM},                                                                                    \
       .workspace_formula = "D = rowsum(dout * o): tokens_q x heads_q x 4 bytes",                            \

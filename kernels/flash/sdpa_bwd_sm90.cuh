@@ -319,6 +319,21 @@ __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, 
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* One wgmma group of a consumer warpgroup: 64 rows of K or V (a, K-major, boxes of BN rows)
+ * against stage st's BM rows of Q or dout (b, K-major) over the head dim: S^T = K Q^T or
+ * dP^T = V dout^T. */
+template <typename T, typename C>
+__device__ __forceinline__ void issue_scores(int st, uint64_t a, uint64_t b, float (&acc)[C::BM / 2]) {
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < C::DP / 16; ++kk) {
+    const uint32_t ka = (kk / 4) * C::BN * 128 + (kk % 4) * 32;
+    const uint32_t qb = st * C::Q_BYTES + (kk / 4) * C::BM * 128 + (kk % 4) * 32;
+    wgmma<T, C::BM, false>::mma(acc, sm90::desc_advance(a, ka), sm90::desc_advance(b, qb), kk > 0 ? 1u : 0u);
+  }
+  sm90::wgmma_commit();
+}
+
 /* DP 256's consumer warpgroups (cfg<256>: BN = BM = 64, one stage; the header says who does
  * what), after the kernel's setup: consumer warpgroup cw (0 or 1) of the block at keys n0.
  * Warp wl of a warpgroup holds keys wl 16 .. of every m64 product, its accumulators (acc: dV
@@ -375,13 +390,7 @@ __device__ __forceinline__ void consume_d256(const smem_plan<cfg<256>> &sm, cons
     const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
     float sc[BM / 2]; /* S^T (cw 0) or dP^T (cw 1): 64 keys x BM queries */
     mbar_wait(&sm.full[st], pos.full_parity());
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; ++kk) {
-      const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
-      wgmma<T, BM, false>::mma(sc, desc_advance(a_kv, ka), desc_advance(b_qo, qb), kk > 0 ? 1u : 0u);
-    }
-    wgmma_commit();
+    issue_scores<T, C>(st, a_kv, b_qo, sc);
     const float next = it + 1 < wk.count ? fetch(nxt) : 0.0f;
     const float *lb = sm.lse + (it & 1) * BM, *db = sm.dsum + (it & 1) * BM;
     const auto col = [&](int n, int e) { return n * 8 + (lane % 4) * 2 + e % 2; };
@@ -628,25 +637,14 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
 #pragma unroll
     for (int i = 0; i < DP / 2; ++i) dk[i] = dv[i] = 0.0f;
 
-    /* my 64 keys' rows of K or V (a) against stage st's BM rows of Q or dout (b), one wgmma
-     * group: S^T = K Q^T, dP^T = V dout^T */
-    const auto issue_rows = [&](int st, uint64_t a, uint64_t b, float(&acc)[BM / 2]) {
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; ++kk) {
-        const uint32_t ka = (kk / 4) * BN * 128 + (kk % 4) * 32, qb = st * C::Q_BYTES + (kk / 4) * BM * 128 + (kk % 4) * 32;
-        wgmma<T, BM, false>::mma(acc, desc_advance(a, ka), desc_advance(b, qb), kk > 0 ? 1u : 0u);
-      }
-      wgmma_commit();
-    };
     /* tile it's S^T once its stage has landed, then its dP^T (P's exponentials run under dP) */
     const auto issue_s = [&](int64_t it, float(&sc)[BM / 2]) {
       const ring_pos<STAGES> pos{(int)it};
       mbar_wait(&sm.full[pos.stage()], pos.full_parity());
-      issue_rows(pos.stage(), dk_a, dq_b, sc);
+      issue_scores<T, C>(pos.stage(), dk_a, dq_b, sc);
     };
     const auto issue_dp = [&](int64_t it, float(&dp)[BM / 2]) {
-      issue_rows(ring_pos<STAGES>{(int)it}.stage(), dv_a, ddo_b, dp);
+      issue_scores<T, C>(ring_pos<STAGES>{(int)it}.stage(), dv_a, ddo_b, dp);
     };
 
     /* Tile it: issue S_it and dP_it; wait for S_it (its P under dP_it), then dP_it (dS); dS to

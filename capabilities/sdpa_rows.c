@@ -508,8 +508,8 @@ static int32_t bwd_sm90_parts(const opsi_problem *p, int dp) {
 }
 static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
-  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] * ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN_OF(dp)) *
-              (det ? 1.0 : (double)bwd_sm90_parts(p, dp));
+  e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] *
+              ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN_OF(dp)) * (det ? 1.0 : (double)bwd_sm90_parts(p, dp));
   e->pad_factor = head_dim_pad(p, dp);
   e->bytes_factor = 3.0;
   e->launches = 3;

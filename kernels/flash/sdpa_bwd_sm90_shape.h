@@ -32,7 +32,9 @@
 #define OPSI_SDPA_BWD_SM90_STAGES_64 2
 #define OPSI_SDPA_BWD_SM90_STAGES_128 2
 #define OPSI_SDPA_BWD_SM90_STAGES_256 1
-#define OPSI_SDPA_BWD_SM90_STAGES_OF(DP) ((DP) == 256 ? OPSI_SDPA_BWD_SM90_STAGES_256 : OPSI_SDPA_BWD_SM90_STAGES_128)
+#define OPSI_SDPA_BWD_SM90_STAGES_OF(DP)                                                                       \
+  ((DP) == 64 ? OPSI_SDPA_BWD_SM90_STAGES_64                                                                   \
+              : (DP) == 128 ? OPSI_SDPA_BWD_SM90_STAGES_128 : OPSI_SDPA_BWD_SM90_STAGES_256)
 /* a consumer warpgroup's dQ piece a step, f32: 64 x 64, at DP 256 64 x 128 */
 #define OPSI_SDPA_BWD_SM90_DQ_BYTES_OF(DP) (64 * ((DP) == 256 ? 128 : 64) * 4)
 /* DP 256: P (f32, BM x BN) from the warpgroup that computes it to the one that computes dS */
@@ -85,8 +87,8 @@ static inline int64_t opsi_sdpa_bwd_sm90_key_tiles(int64_t batch, int64_t heads_
 static inline int32_t opsi_sdpa_bwd_sm90_parts(int64_t batch, int64_t heads_kv, int64_t seqlen_k, int64_t group,
                                                int64_t seqlen_q, int dp, int64_t sm_count) {
   const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(batch, heads_kv, seqlen_k, dp);
-  if (dp == 256 || tiles <= 0 || group <= 0 || seqlen_q <= 0 || sm_count <= 0 || tiles > sm_count / 2 || seqlen_q > (1 << 30) ||
-      group > (1 << 20)) {
+  if (dp == 256 || tiles <= 0 || group <= 0 || seqlen_q <= 0 || sm_count <= 0 || tiles > sm_count / 2 ||
+      seqlen_q > (1 << 30) || group > (1 << 20)) {
     return 1;
   }
   const int64_t bm = OPSI_SDPA_BWD_SM90_BM_OF(dp), steps = group * ((seqlen_q + bm - 1) / bm);

@@ -190,6 +190,21 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, const uint32_t 
                : "memory");
 }
 
+/* dS[query][key] (BM x BN, boxes of 64 keys, 128-byte swizzle) from a warp's fragments of its
+ * 16 keys from key0, transposed: matrix i of k16 step kt is keys key0 + (i % 2) 8 ..,
+ * queries 16 kt + (i / 2) 8 ..; its stored row l % 8 is query 16 kt + (i / 2) 8 + l % 8 */
+template <int BM>
+__device__ __forceinline__ void store_ds(uint8_t *dsb, int key0, int lane, const uint32_t (&da)[BM / 16][4]) {
+  const int mi = lane / 8, kq = key0 + (mi % 2) * 8;
+#pragma unroll
+  for (int kt = 0; kt < BM / 16; ++kt) {
+    const int q = kt * 16 + (mi / 2) * 8 + lane % 8;
+    const uint32_t addr =
+        sm90::smem_addr(dsb + (kq / 64) * BM * 128 + q * 128 + ((((kq % 64) / 8) ^ (q % 8)) << 4));
+    stmatrix_x4_trans(addr, da[kt]);
+  }
+}
+
 /* A consumer warp's 16 rows of its warpgroup's dQ piece (the m64n64 accumulators) into the
  * piece's two boxes of 32 f32 columns, each 64 rows of 128 bytes whose 16-byte chunks are
  * XOR-swizzled by row % 8 (the tensor map's 128-byte swizzle). A warp's store is 8 rows x 32
@@ -416,14 +431,7 @@ __device__ __forceinline__ void consume_d256(const smem_plan<cfg<256>> &sm, cons
       }
       fa2bwd::score_grads(x4, p4, [&](int n, int e) { return ld_shared_f32(db + col(n, e)); });
       round_frags<T, BM>(sc, fa);
-      /* dS[query][key] into buffer it % 2, as the Hopper rows of DP 64 / 128 store it */
-      uint8_t *dsb = sm.ds + (it & 1) * C::DS_BYTES;
-      const int mi = lane / 8, kq = key0 + (mi % 2) * 8;
-#pragma unroll
-      for (int kt = 0; kt < BM / 16; ++kt) {
-        const int q = kt * 16 + (mi / 2) * 8 + lane % 8;
-        stmatrix_x4_trans(smem_addr(dsb + q * 128 + (((kq / 8) ^ (q % 8)) << 4)), fa[kt]);
-      }
+      store_ds<BM>(sm.ds + (it & 1) * C::DS_BYTES, key0, lane, fa); /* dS into buffer it % 2 */
       fence_proxy_async(); /* dS, written by stmatrix, is read by wgmma */
     }
     /* dV += P^T dout (cw 0), dK += dS^T Q (cw 1) */
@@ -694,17 +702,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       round_frags<T, BM>(sc, pa);
       round_frags<T, BM>(dp, da);
 
-      /* dS[query][key] into buffer it % 2: matrix i of k16 step kt is keys key0 + (i % 2) 8 ..,
-       * queries 16 kt + (i / 2) 8 ..; its stored row l % 8 is query 16 kt + (i / 2) 8 + l % 8 */
-      uint8_t *dsb = sm.ds + (it & 1) * C::DS_BYTES;
-      const int mi = lane / 8, kq = key0 + (mi % 2) * 8;
-#pragma unroll
-      for (int kt = 0; kt < BM / 16; ++kt) {
-        const int q = kt * 16 + (mi / 2) * 8 + lane % 8;
-        const uint32_t addr =
-            smem_addr(dsb + (kq / 64) * BM * 128 + q * 128 + ((((kq % 64) / 8) ^ (q % 8)) << 4));
-        stmatrix_x4_trans(addr, da[kt]);
-      }
+      store_ds<BM>(sm.ds + (it & 1) * C::DS_BYTES, key0, lane, da); /* dS into buffer it % 2 */
 
       wgmma_fence();
 #pragma unroll

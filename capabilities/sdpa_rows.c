@@ -524,6 +524,13 @@ static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
 static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
   return opsi_sdpa_bwd_sm90_det_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HQ], dp);
 }
+/* The deterministic rows' order of walks and turns (sdpa_bwd_sm90_shape.h) */
+static const char *bwd_sm90_det_plan(const opsi_problem *p, int dp) {
+  const int64_t *d = p->dims;
+  const int64_t group = d[OPSI_SDPA_HKV] > 0 ? d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV] : 1;
+  return opsi_sdpa_bwd_sm90_det_plan(
+      opsi_sdpa_bwd_sm90_walk_desc(p->extra[0], p->extra[1], d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], group, dp));
+}
 #define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
   static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, 0, e); } \
   static void bwd_sm90_det_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) {                        \
@@ -535,7 +542,8 @@ static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
     return opsi_sdpa_bwd_sm90_plan(bwd_sm90_parts(p, D),                                                    \
                                    opsi_sdpa_bwd_sm90_uneven(p->extra[0], p->extra[1], p->dims[OPSI_SDPA_SQ], \
                                                              p->dims[OPSI_SDPA_SK]));                        \
-  }
+  }                                                                                                           \
+  static const char *bwd_sm90_det_plan_##NAME(const opsi_problem *p) { return bwd_sm90_det_plan(p, D); }
 OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #undef SDPA_BWD_SM90_FNS
 
@@ -548,9 +556,12 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                      "order they land"
 #define SDPA_BWD_SM90_DQ_TURNS(BM)                                                                            \
   .deterministic = 1,                                                                                        \
-  .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " in order; "   \
-                     "dQ: f32 TMA reduce-adds across key tiles taking turns, from the last key tile that sees the " \
-                     "query tile to the first (an int32 counter a query tile and head)"
+  .reduction_order = "dK, dV per key over the group's query heads, then query tiles of " #BM " in order, "  \
+                     "or (where the plan walks from the last query tile) over query tiles of " #BM " from the " \
+                     "last, the group's query heads within each; dQ: f32 TMA reduce-adds across key tiles "     \
+                     "taking turns, from the last key tile that sees the query tile to the first, or (walks "   \
+                     "from the last query tile) from the first to the last (an int32 counter a query tile and " \
+                     "head)"
 #define SDPA_BWD_SM90_WS_ANY(DP, BM)                                                                          \
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes; with the key tiles in p parts (p = the most of 2, " \
   "4, 8 with key tiles x p <= sm_count and group x query tiles of " #BM " >= 4 p), then an int32 a key tile "  \
@@ -581,7 +592,8 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                       OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
                       OPSI_SDPA_BWD_SM90_STAGES_##D, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS, \
                       bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME,                       \
-                      bwd_sm90_det_grid_##NAME, NULL, SDPA_BWD_SM90_DQ_TURNS, SDPA_BWD_SM90_WS_TURNS,          \
+                      bwd_sm90_det_grid_##NAME, bwd_sm90_det_plan_##NAME, SDPA_BWD_SM90_DQ_TURNS,               \
+                      SDPA_BWD_SM90_WS_TURNS,                                                                  \
                       SDPA_BWD_SM90_KEEPER_TURNS, OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D##D,                    \
                       SDPA_BWD_SM90_CONSUMERS_##D, SDPA_BWD_SM90_PIECES_##D),
 #define SDPA_BWD_SM90_ROW_X(...) SDPA_BWD_SM90_ROW_(__VA_ARGS__)

@@ -40,21 +40,30 @@
  * holds), within a chunk every group's first key tile (its longest walk) first, then the
  * second, and so on: the longest walks start first, whatever the group.
  *
- * DET (bitwise reproducible dQ): every block walks from its first tile, and the blocks of a
- * (batch, KV head) take their turns at a (query tile, head)'s accumulators from the last key
- * tile that sees it down to the first: the order in which causal walks reach it (the later
- * key tiles start at later query tiles; without a mask they all reach it at the same step).
+ * DET (bitwise reproducible dQ): the blocks of a (batch, KV head) take their turns at a (query
+ * tile, head)'s accumulators in one of two orders (a kernel each, DESC by bg.walk_desc:
+ * opsi_sdpa_bwd_sm90_walk_desc):
+ *   ascending walks: every block walks from its first tile, and the turns go from the last key
+ *     tile that sees the query tile down to the first: the order in which causal walks reach
+ *     it (a later key tile starts at a later query tile, one step ahead of the key tile before
+ *     it; without a mask they all reach it at the same step). Blocks launch last key tile
+ *     first.
+ *   descending walks (where causal walks shrink by several steps a key tile, or the key tiles
+ *     are few): every block walks its query tiles from the last to the first, the group's
+ *     query heads within each, and the turns go from the first key tile that sees the query
+ *     tile to the last: every key tile reaches it at the same step (causal walks differ only
+ *     in where they end), each waiting for the ones before it at its first tile only, while
+ *     the longest walks, the first key tiles', start first and never wait.
  * Blocks launch in chunks of order_chunk (batch, KV head) groups (as many as a wave holds),
- * within a chunk the groups' last key tiles first, then the tiles before them, and so on: a
- * block waits only for blocks launched before it, and a group's blocks start at the pace its
- * line of turns moves rather than all at once. A turn is an int32 counter a (query tile,
- * head) in the workspace, zeroed by the dsum launch. A keeper thread (the producer
- * warpgroup's second warp) takes the block's turns up to two tiles ahead of the dQ writer:
- * once the counter counts the key tiles after its own that see the tile, it opens the tile's
- * turn mbarrier; the writer waits on that, adds, waits for its reductions to complete and
- * arrives on the tile's added mbarrier; the keeper then makes the additions visible (fence)
- * and counts the block in, polling both without waiting on either, so that a turn it waits
- * for never holds back one it hands on. The consumers neither poll nor fence.
+ * within a chunk every group's key tile of the first turn first, then the next, and so on: a
+ * block waits only for blocks launched before it. A turn is an int32 counter a (query tile,
+ * head) in the workspace, zeroed by the dsum launch. A keeper thread (the producer warpgroup's
+ * second warp) takes the block's turns up to two tiles ahead of the dQ writer: once the counter
+ * counts the key tiles whose turn comes before its own, it opens the tile's turn mbarrier; the
+ * writer waits on that, adds, waits for its reductions to complete and arrives on the tile's
+ * added mbarrier; the keeper then makes the additions visible (fence) and counts the block in,
+ * polling both without waiting on either, so that a turn it waits for never holds back one it
+ * hands on. The consumers neither poll nor fence.
  * A dQ piece's rows past its sequence's end (its tile's last rows) are zeros (P is 0 there),
  * which the reduction adds to the next sequence's rows or clips at the tensor's end: adding
  * +-0 changes no sum, in any order.
@@ -120,7 +129,9 @@ template <typename C> struct smem_plan {
  * query head of the KV head's group: `total` steps, taken from a place of the tile's own
  * (rotate) or from the first. Part `part` of `parts` (kv_parts, sdpa_bwd_sm90_shape.h) is the
  * block's: `count` consecutive steps of that order, from step `first`. A cursor follows them
- * one step at a time (no division a step). */
+ * one step at a time (no division a step); walk_cursor<true> (DET's descending walks, whole)
+ * takes the query tiles from the last to the first instead, the group's query heads within
+ * each. */
 struct walk {
   int t0, tiles, first;
   int64_t total, count;
@@ -136,34 +147,43 @@ struct walk {
   }
 };
 
-struct walk_cursor {
+template <bool DESC> struct walk_cursor {
   int hi, ti, tiles, group, h0, t0; /* the step's query head and tile within the walk */
   __device__ __forceinline__ explicit walk_cursor(const walk &w)
       : hi(w.tiles > 0 ? w.first / w.tiles : 0), ti(w.tiles > 0 ? w.first % w.tiles : 0), tiles(w.tiles),
-        group(w.group), h0(w.hk * w.group), t0(w.t0) {}
+        group(w.group), h0(w.hk * w.group), t0(w.t0) {
+    if (DESC) hi = 0, ti = w.tiles - 1;
+  }
   __device__ __forceinline__ int h() const { return h0 + hi; }
   __device__ __forceinline__ int m0(int bm) const { return (t0 + ti) * bm; }
   __device__ __forceinline__ void advance() {
-    if (++ti == tiles) {
+    if (DESC) {
+      if (++hi == group) hi = 0, --ti;
+    } else if (++ti == tiles) {
       ti = 0;
       if (++hi == group) hi = 0;
     }
   }
 };
 
-/* DET: how many key tiles after key tile `blk` (of BN keys) see query tile m (of BM rows),
- * the tiles that add into m's accumulators before it. The key tiles that see m are a run
- * (sdpa_query_tiles' first and last tiles grow with the keys): the last of them by bisection. */
-__device__ __forceinline__ int dq_turn(const sdpa_geom &g, const sdpa_seq &s, int blk, int m, int bn, int bm) {
-  int lo = blk, hi = (s.sk - 1) / bn;
+/* DET: how many key tiles take their turn at query tile m (of BM rows) before key tile `blk`
+ * (of BN keys): those after it that see m, or (desc) those before it. The key tiles that see
+ * m are a run (sdpa_query_tiles' first and last tiles grow with the keys) around blk: its last,
+ * by bisection, is the last key tile whose first query tile is at or before m; its first, the
+ * first key tile whose last query tile reaches m. */
+__device__ __forceinline__ int dq_turn(const sdpa_geom &g, const sdpa_seq &s, int blk, int m, int bn, int bm,
+                                       bool desc) {
+  const int d = desc;
+  int lo = d ? 0 : blk, hi = d ? blk : (s.sk - 1) / bn;
   while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
+    const int mid = lo + (hi - lo + 1 - d) / 2;
     int t0, tiles;
     sdpa_query_tiles(g, s, mid * bn, min(mid * bn + bn, s.sk) - 1, bm, &t0, &tiles);
-    if (tiles > 0 && t0 <= m) lo = mid;
-    else hi = mid - 1;
+    const bool sees = tiles > 0 && (d ? t0 + tiles - 1 >= m : t0 <= m);
+    if (sees != (d != 0)) lo = mid + d; /* past the run's first (desc) or within it (ascending) */
+    else hi = mid - 1 + d;
   }
-  return lo - blk;
+  return d ? blk - lo : lo - blk;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -362,7 +382,7 @@ __device__ __forceinline__ void issue_scores(int st, uint64_t a, uint64_t b, flo
  *         = dS K (64 x 128); hand the stage back once dV / dK are done, and dQ to the writer.
  * xp is written again only after barrier 1, which cw 1 reaches after reading it; dS buffer
  * it % 2 only after barrier 2 of tile it + 2, which cw 0 reaches after its dQ of tile it. */
-template <typename T>
+template <typename T, bool DESC>
 __device__ __forceinline__ void consume_d256(const smem_plan<cfg<256>> &sm, const sdpa_bwd_geom &bg,
                                              const sdpa_seq &s, const walk &wk, int b, int hk, int n0) {
   using namespace opsi::sm90;
@@ -384,14 +404,14 @@ __device__ __forceinline__ void consume_d256(const smem_plan<cfg<256>> &sm, cons
 
   /* LSE (log2) for cw 0, D for cw 1, of tile it's rows in buffer it % 2: a row a thread of the
    * warpgroup's first BM, a tile ahead */
-  const auto fetch = [&](const walk_cursor &c) {
+  const auto fetch = [&](const walk_cursor<DESC> &c) {
     const int h = c.h(), m0 = c.m0(BM);
     return t >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_raw(g, s, b, h, m0 + t) : fa2bwd::dsum_at(bg, s, b, h, m0 + t);
   };
   const auto put = [&](int64_t it, float x) {
     if (t < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + t] = cw == 0 ? fa2bwd::lse_to_log2(x) : x;
   };
-  walk_cursor cur(wk), nxt(wk);
+  walk_cursor<DESC> cur(wk), nxt(wk);
   if (wk.count > 0) {
     put(0, fetch(cur));
     named_bar_sync(1, 256);
@@ -481,7 +501,7 @@ __device__ __forceinline__ void consume_d256(const smem_plan<cfg<256>> &sm, cons
  * maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. SPLIT:
  * the key tiles' walks are in kv_parts parts (a kernel of its own: a launch in one part
  * carries none of the parts' code). */
-template <typename T, int DP, bool DET, bool SPLIT>
+template <typename T, int DP, bool DET, bool SPLIT, bool DESC = false>
 __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     sdpa_bwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -507,7 +527,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     const int64_t chunk = lin / per, in = lin % per;
     const int cc = (int)min((int64_t)bg.order_chunk, groups - chunk * bg.order_chunk);
     const int64_t gi = chunk * bg.order_chunk + in % cc;
-    x = DET ? nk - 1 - (int)(in / cc) : (int)(in / cc), hk = (int)(gi % gridDim.y), b = (int)(gi / gridDim.y);
+    x = DET && !DESC ? nk - 1 - (int)(in / cc) : (int)(in / cc), hk = (int)(gi % gridDim.y), b = (int)(gi / gridDim.y);
   }
   const int blk = x / parts, part = x % parts;
   const int n0 = blk * BN;
@@ -552,7 +572,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         tma_load_4d(sm.k + c * BN * 128, &map_k, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
         tma_load_4d(sm.v + c * BN * 128, &map_v, sm.kv_full, c * 64, (int32_t)(s.k0 + n0), hk, bmap);
       }
-      walk_cursor cur(wk);
+      walk_cursor<DESC> cur(wk);
       for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
         const ring_pos<STAGES> pos{(int)it};
         const int st = pos.stage(), h = cur.h(), m0 = cur.m0(BM);
@@ -570,7 +590,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       /* the dQ writer: each step's two pieces into the accumulators, in the consumers' order;
        * DET: at the block's turn, complete (and visible: the keeper fences) before the keeper
        * is told */
-      walk_cursor cur(wk);
+      walk_cursor<DESC> cur(wk);
       for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
         const int32_t row = (int32_t)(b * bg.dsum_sb + s.q0 + cur.m0(BM)), h = cur.h();
         if (DET) {
@@ -604,7 +624,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
        * turn of tile `taking` (at most two tiles ahead of the writer's additions; its
        * counter and the count to wait for: at, need), and the additions of tile `ending` (its
        * counter: `pending` of the even or of the odd tiles) */
-      walk_cursor ahead(wk);
+      walk_cursor<DESC> ahead(wk);
       int pending_even = -1, pending_odd = -1, at = -2, need = 0;
       for (int64_t taking = 0, ending = 0; ending < wk.count;) {
         if (ending < taking && mbar_done(&sm.added[ending & 1], (uint32_t)(ending >> 1) & 1)) {
@@ -614,7 +634,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         } else if (taking < wk.count && taking < ending + 2) {
           if (at == -2) {
             at = turn_of(ahead.h(), ahead.m0(BM));
-            need = at >= 0 ? dq_turn(g, s, blk, ahead.t0 + ahead.ti, BN, BM) : 0;
+            need = at >= 0 ? dq_turn(g, s, blk, ahead.t0 + ahead.ti, BN, BM, DESC) : 0;
           }
           if (at < 0 || turn_reached(bg.dq_turn + at, need)) {
             (taking & 1 ? pending_odd : pending_even) = at;
@@ -627,7 +647,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     }
   } else if constexpr (DP == 256) {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
-    consume_d256<T>(sm, bg, s, wk, b, hk, n0);
+    consume_d256<T, DESC>(sm, bg, s, wk, b, hk, n0);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::MMA_REGS));
     const int cw = wg - 1, wl = warp % 4;
@@ -664,7 +684,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
      * load the LSE, warpgroup 1's the D, one row each, a tile ahead (read under the products,
      * stored before the barrier that precedes the tile) */
     const int r_own = threadIdx.x % 128;
-    const auto fetch = [&](const walk_cursor &c) { /* the load alone: its use waits until put */
+    const auto fetch = [&](const walk_cursor<DESC> &c) { /* the load alone: its use waits until put */
       const int h = c.h(), m0 = c.m0(BM);
       return r_own >= BM ? 0.0f : cw == 0 ? fa2bwd::lse_raw(g, s, b, h, m0 + r_own)
                                           : fa2bwd::dsum_at(bg, s, b, h, m0 + r_own);
@@ -672,7 +692,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
     const auto put = [&](int64_t it, float x) {
       if (r_own < BM) (cw == 0 ? sm.lse : sm.dsum)[(it & 1) * BM + r_own] = cw == 0 ? fa2bwd::lse_to_log2(x) : x;
     };
-    walk_cursor cur(wk), nxt(wk); /* tile it's, tile it + 1's */
+    walk_cursor<DESC> cur(wk), nxt(wk); /* tile it's, tile it + 1's */
     if (wk.count > 0) { /* the first tile's, read while K and V land */
       put(0, fetch(cur));
       named_bar_sync(1, 256);
@@ -833,7 +853,9 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   fa2bwd::launch_dsum<T>(bg, sm_count, stream);
   const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
   constexpr bool SPLITS = !DET && DP != 256; /* the kernels whose key tiles may be cut in parts */
-  const auto kernel = parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false> : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
+  const auto kernel = DET && bg.walk_desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
+                      : parts == 1         ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
+                                           : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),

@@ -141,6 +141,28 @@ static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_
   return opsi_sdpa_bwd_sm90_sums_offset(tokens_q, heads_q, dp, tiles) + (size_t)tiles * (size_t)parts * 256 * dp * 4;
 }
 
+/* The deterministic kernels' order (sdpa_bwd_sm90.cuh, DET): walks from the last query tile,
+ * turns from the first key tile (1), where a causal mask or a window cuts the walks (uneven)
+ * and either each key tile's walk is at least DESC_SHRINK steps shorter than the one before
+ * it (group x BN / BM: the query tiles of BM rows its BN keys drop, for each query head), so
+ * that a turn's hand-over hides under those steps, or a (batch, KV head) has at most
+ * DESC_TILES key tiles, so that its line of turns is short; else walks from the first query
+ * tile, turns from the last key tile (0), whose causal turns follow one step apart. */
+#define OPSI_SDPA_BWD_SM90_DESC_SHRINK 4
+#define OPSI_SDPA_BWD_SM90_DESC_TILES 4
+static inline int opsi_sdpa_bwd_sm90_walk_desc(int64_t window_left, int64_t window_right, int64_t seqlen_q,
+                                               int64_t seqlen_k, int64_t group, int dp) {
+  if (!opsi_sdpa_bwd_sm90_uneven(window_left, window_right, seqlen_q, seqlen_k)) return 0;
+  const int64_t shrink = group * (OPSI_SDPA_BWD_SM90_BN_OF(dp) / OPSI_SDPA_BWD_SM90_BM_OF(dp));
+  const int64_t bn = OPSI_SDPA_BWD_SM90_BN_OF(dp);
+  return shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK || (seqlen_k + bn - 1) / bn <= OPSI_SDPA_BWD_SM90_DESC_TILES;
+}
+#define OPSI_SDPA_BWD_SM90_PLAN_DET_DESC "walks from the last query tile, turns from the first key tile"
+#define OPSI_SDPA_BWD_SM90_PLAN_DET_ASC "walks from the first query tile, turns from the last key tile"
+static inline const char *opsi_sdpa_bwd_sm90_det_plan(int desc) {
+  return desc ? OPSI_SDPA_BWD_SM90_PLAN_DET_DESC : OPSI_SDPA_BWD_SM90_PLAN_DET_ASC;
+}
+
 /* The deterministic kernels' turn counters, after the accumulators: an int32 a (query tile of
  * BM rows, head); a sequence's tiles are numbered from (its first packed row) / BM plus its
  * index, so that the tiles of neighbouring sequences never share one. */

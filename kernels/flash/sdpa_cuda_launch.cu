@@ -229,8 +229,11 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
     bg.dq_turns = tiles;
     bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_sums_offset(bg.rows, bg.f.heads_q, DP, tiles));
   }
-  if (!DET) {
-    const opsi_sdpa_geom &g = bg.f;
+  const opsi_sdpa_geom &g = bg.f;
+  if (DET) {
+    bg.walk_desc = opsi_sdpa_bwd_sm90_walk_desc(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k, g.group, DP);
+    ctx->info->plan = opsi_sdpa_bwd_sm90_det_plan(bg.walk_desc);
+  } else {
     ctx->info->plan =
         opsi_sdpa_bwd_sm90_plan(parts, opsi_sdpa_bwd_sm90_uneven(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k));
   }

@@ -679,17 +679,23 @@ static void launch_variants_are_rows_or_plans(void **state) {
   /* the attention backward: the default Hopper row cuts each key tile's walk in parts where
    * the key tiles fill too little of a wave (B1 S512 GQA 32:8: 32 key tiles on 132 SMs, 4
    * parts), a block a key tile where they fill it (B16 S256 H32: 1024), and launches causal
-   * walks longest first; the deterministic row has one way to run */
+   * walks longest first; the deterministic row walks from the last query tile where causal
+   * walks shrink by a GQA group's steps a key tile or the key tiles are few, else from the
+   * first */
+  static const char *const kAsc = "walks from the first query tile, turns from the last key tile";
+  static const char *const kDesc = "walks from the last query tile, turns from the first key tile";
   static const struct {
     int64_t b, s, hq, hkv;
     int causal;
-    const char *plan;
-  } kBwd[3] = {{1, 512, 32, 8, 1,
+    const char *plan, *det_plan;
+  } kBwd[4] = {{1, 512, 32, 8, 1,
                 "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the longest "
-                "walks launched first"},
-               {16, 256, 32, 32, 1, "a block a key tile, the longest walks launched first"},
-               {16, 256, 32, 32, 0, "a block a key tile"}};
-  for (int c = 0; c < 3; ++c) {
+                "walks launched first",
+                kDesc},
+               {16, 256, 32, 32, 1, "a block a key tile, the longest walks launched first", kDesc},
+               {16, 256, 32, 32, 0, "a block a key tile", kAsc},
+               {2, 4096, 16, 16, 1, "a block a key tile, the longest walks launched first", kAsc}};
+  for (int c = 0; c < 4; ++c) {
     const int64_t qs2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hq, 128}, ks2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hkv, 128},
                   ls2[3] = {kBwd[c].b, kBwd[c].hq, kBwd[c].s};
     ops_tensor tq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs2), tk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks2);
@@ -702,7 +708,7 @@ static void launch_variants_are_rows_or_plans(void **state) {
     assert_int_equal(dflt->reason, OPS_REASON_ELIGIBLE);
     assert_int_equal(det->reason, OPS_REASON_ELIGIBLE);
     assert_string_equal(e.plan[dflt - e.verdicts], kBwd[c].plan);
-    assert_null(e.plan[det - e.verdicts]);
+    assert_string_equal(e.plan[det - e.verdicts], kBwd[c].det_plan);
   }
   ops_handle_destroy(v);
 }

@@ -358,6 +358,42 @@ static void unseen_rows_and_keys_get_zero(void **state) {
   }
 }
 
+/* A described Hopper, deterministic: the order of walks and turns explain states, by shape
+ * (sdpa_bwd_sm90_shape.h's walk_desc): causal with a GQA group of 4 (walks 8 steps shorter a
+ * key tile at d128) or few key tiles, walks from the last query tile; causal with long MHA
+ * heads, and any call without a mask, walks from the first. */
+static void gpu_deterministic_walk_order(void **state) {
+  (void)state;
+  ops_handle v = opst_virtual_handle(90);
+  OPST_OK(ops_handle_set_deterministic(v, 1));
+  static const struct {
+    int64_t s, hq, hkv;
+    int causal, desc;
+  } kCases[] = {{2048, 32, 8, 1, 1}, {4096, 16, 16, 1, 0}, {512, 16, 16, 1, 1}, {4096, 32, 8, 0, 0}};
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
+    const int64_t qs[4] = {2, kCases[i].s, kCases[i].hq, 128}, ks[4] = {2, kCases[i].s, kCases[i].hkv, 128};
+    const int64_t ls[3] = {2, kCases[i].hq, kCases[i].s};
+    ops_tensor q, k, l;
+    OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+    OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+    OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+    ops_sdpa_params p;
+    ops_sdpa_params_init(&p);
+    p.causal = kCases[i].causal;
+    ops_explain e;
+    e.struct_size = sizeof e;
+    OPST_OK(ops_sdpa_backward_explain(v, &p, &q, &k, &k, &q, &l, &q, &q, &k, &k, &e));
+    char text[8192];
+    ops_explain_to_text(&e, text, sizeof text);
+    assert_true(e.chosen >= 0);
+    assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_backward_sm90_det_d128");
+    const char *want = kCases[i].desc ? "walks from the last query tile, turns from the first key tile"
+                                      : "walks from the first query tile, turns from the last key tile";
+    assert_non_null(strstr(text, want));
+  }
+  ops_handle_destroy(v);
+}
+
 /* A described Hopper, a call of a few waves (4 x 16 heads x 1024): every head dim goes to the
  * Hopper kernel of its padded head dim, whose workspace holds D (query rows x heads f32,
  * rounded up to 256 bytes) and dQ's f32 accumulators (query rows x heads x the padded head
@@ -443,7 +479,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(random_problems),       cmocka_unit_test(random_varlen_problems),
       cmocka_unit_test(finite_differences),    cmocka_unit_test(unseen_rows_and_keys_get_zero),
-      cmocka_unit_test(gpu_handles_take_head_dims_up_to_256), cmocka_unit_test(claimed_features_are_exercised),
+      cmocka_unit_test(gpu_handles_take_head_dims_up_to_256), cmocka_unit_test(gpu_deterministic_walk_order),
+      cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("sdpa_backward", tests, setup, teardown);
 }

@@ -500,11 +500,14 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
  * conversion. For the cost model:
  * the blocks, the head dim padded to DP, Q and dout read by each key tile's block and dQ's f32
  * partial sums written back as often. */
+static int64_t bwd_sm90_group(const opsi_problem *p) {
+  const int64_t *d = p->dims;
+  return d[OPSI_SDPA_HKV] > 0 ? d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV] : 1;
+}
 static int32_t bwd_sm90_parts(const opsi_problem *p, int dp) {
   const int64_t *d = p->dims;
-  const int64_t group = d[OPSI_SDPA_HKV] > 0 ? d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV] : 1;
-  return opsi_sdpa_bwd_sm90_parts(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], group, d[OPSI_SDPA_SQ],
-                                  dp, p->sm_count);
+  return opsi_sdpa_bwd_sm90_parts(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], bwd_sm90_group(p),
+                                  d[OPSI_SDPA_SQ], dp, p->sm_count);
 }
 static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
@@ -527,9 +530,8 @@ static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
 /* The deterministic rows' order of walks and turns (sdpa_bwd_sm90_shape.h) */
 static const char *bwd_sm90_det_plan(const opsi_problem *p, int dp) {
   const int64_t *d = p->dims;
-  const int64_t group = d[OPSI_SDPA_HKV] > 0 ? d[OPSI_SDPA_HQ] / d[OPSI_SDPA_HKV] : 1;
-  return opsi_sdpa_bwd_sm90_det_plan(
-      opsi_sdpa_bwd_sm90_walk_desc(p->extra[0], p->extra[1], d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK], group, dp));
+  return opsi_sdpa_bwd_sm90_det_plan(opsi_sdpa_bwd_sm90_walk_desc(p->extra[0], p->extra[1], d[OPSI_SDPA_SQ],
+                                                                  d[OPSI_SDPA_SK], bwd_sm90_group(p), dp));
 }
 #define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
   static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, 0, e); } \

@@ -167,23 +167,26 @@ template <bool DESC> struct walk_cursor {
 };
 
 /* DET: how many key tiles take their turn at query tile m (of BM rows) before key tile `blk`
- * (of BN keys): those after it that see m, or (desc) those before it. The key tiles that see
+ * (of BN keys): those after it that see m, or (DESC) those before it. The key tiles that see
  * m are a run (sdpa_query_tiles' first and last tiles grow with the keys) around blk: its last,
  * by bisection, is the last key tile whose first query tile is at or before m; its first, the
  * first key tile whose last query tile reaches m. */
-__device__ __forceinline__ int dq_turn(const sdpa_geom &g, const sdpa_seq &s, int blk, int m, int bn, int bm,
-                                       bool desc) {
-  const int d = desc;
-  int lo = d ? 0 : blk, hi = d ? blk : (s.sk - 1) / bn;
+template <bool DESC>
+__device__ __forceinline__ int dq_turn(const sdpa_geom &g, const sdpa_seq &s, int blk, int m, int bn, int bm) {
+  int lo = DESC ? 0 : blk, hi = DESC ? blk : (s.sk - 1) / bn;
   while (lo < hi) {
-    const int mid = lo + (hi - lo + 1 - d) / 2;
+    const int mid = DESC ? lo + (hi - lo) / 2 : lo + (hi - lo + 1) / 2;
     int t0, tiles;
     sdpa_query_tiles(g, s, mid * bn, min(mid * bn + bn, s.sk) - 1, bm, &t0, &tiles);
-    const bool sees = tiles > 0 && (d ? t0 + tiles - 1 >= m : t0 <= m);
-    if (sees != (d != 0)) lo = mid + d; /* past the run's first (desc) or within it (ascending) */
-    else hi = mid - 1 + d;
+    if (DESC) {
+      if (tiles > 0 && t0 + tiles - 1 >= m) hi = mid;
+      else lo = mid + 1;
+    } else {
+      if (tiles > 0 && t0 <= m) lo = mid;
+      else hi = mid - 1;
+    }
   }
-  return d ? blk - lo : lo - blk;
+  return DESC ? blk - lo : lo - blk;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -634,7 +637,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         } else if (taking < wk.count && taking < ending + 2) {
           if (at == -2) {
             at = turn_of(ahead.h(), ahead.m0(BM));
-            need = at >= 0 ? dq_turn(g, s, blk, ahead.t0 + ahead.ti, BN, BM, DESC) : 0;
+            need = at >= 0 ? dq_turn<DESC>(g, s, blk, ahead.t0 + ahead.ti, BN, BM) : 0;
           }
           if (at < 0 || turn_reached(bg.dq_turn + at, need)) {
             (taking & 1 ? pending_odd : pending_even) = at;
@@ -853,6 +856,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   fa2bwd::launch_dsum<T>(bg, sm_count, stream);
   const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
   constexpr bool SPLITS = !DET && DP != 256; /* the kernels whose key tiles may be cut in parts */
+  /* DESC given as DET: the default kernels instantiate no descending twin */
   const auto kernel = DET && bg.walk_desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
                       : parts == 1         ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
                                            : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;

@@ -494,8 +494,8 @@ OPSI_SDPA_BWD_MMA_KERNELS(SDPA_BWD_MMA_FNS)
   }
 
 /* ops_sdpa_backward's Hopper kernels (sdpa_bwd_sm90.cuh): D and the zeroed dQ accumulators,
- * one pass over key tiles of BN (a block each, or the default kernels' key tiles in parts
- * where they fill too little of a wave; five products, dQ added to f32 accumulators by TMA
+ * one pass over key tiles of BN (a block each, or the key tiles in parts where they fill too
+ * little of a wave; five products, dQ added to f32 accumulators by TMA
  * reductions: in whatever order they land, or (_det_) in turns, a fixed order), dQ's
  * conversion. For the cost model:
  * the blocks, the head dim padded to DP, Q and dout read by each key tile's block and dQ's f32
@@ -509,10 +509,10 @@ static int32_t bwd_sm90_parts(const opsi_problem *p, int dp) {
   return opsi_sdpa_bwd_sm90_parts(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], bwd_sm90_group(p),
                                   d[OPSI_SDPA_SQ], dp, p->sm_count);
 }
-static void bwd_sm90_grid(const opsi_problem *p, int dp, int det, opsi_grid_estimate *e) {
+static void bwd_sm90_grid(const opsi_problem *p, int dp, opsi_grid_estimate *e) {
   const int64_t *d = p->dims;
   e->blocks = (double)d[OPSI_SDPA_B] * (double)d[OPSI_SDPA_HKV] *
-              ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN_OF(dp)) * (det ? 1.0 : (double)bwd_sm90_parts(p, dp));
+              ceil((double)d[OPSI_SDPA_SK] / OPSI_SDPA_BWD_SM90_BN_OF(dp)) * (double)bwd_sm90_parts(p, dp);
   e->pad_factor = head_dim_pad(p, dp);
   e->bytes_factor = 3.0;
   e->launches = 3;
@@ -525,19 +525,20 @@ static size_t bwd_sm90_workspace(const opsi_problem *p, int dp) {
                                             bwd_sm90_parts(p, dp));
 }
 static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
-  return opsi_sdpa_bwd_sm90_det_workspace(p->dims[OPSI_SDPA_TQ], p->dims[OPSI_SDPA_B], p->dims[OPSI_SDPA_HQ], dp);
+  const int64_t *d = p->dims;
+  return opsi_sdpa_bwd_sm90_det_split_workspace(
+      d[OPSI_SDPA_TQ], d[OPSI_SDPA_B], d[OPSI_SDPA_HQ], dp,
+      opsi_sdpa_bwd_sm90_key_tiles(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], dp), bwd_sm90_parts(p, dp));
 }
-/* The deterministic rows' order of walks and turns (sdpa_bwd_sm90_shape.h) */
+/* The deterministic rows' order of walks and turns and their parts (sdpa_bwd_sm90_shape.h) */
 static const char *bwd_sm90_det_plan(const opsi_problem *p, int dp) {
   const int64_t *d = p->dims;
   return opsi_sdpa_bwd_sm90_det_plan(opsi_sdpa_bwd_sm90_walk_desc(p->extra[0], p->extra[1], d[OPSI_SDPA_SQ],
-                                                                  d[OPSI_SDPA_SK], bwd_sm90_group(p), dp));
+                                                                  d[OPSI_SDPA_SK], bwd_sm90_group(p), dp),
+                                     bwd_sm90_parts(p, dp));
 }
 #define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
-  static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, 0, e); } \
-  static void bwd_sm90_det_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) {                        \
-    bwd_sm90_grid(p, D, 1, e);                                                                                \
-  }                                                                                                           \
+  static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, e); }    \
   static size_t bwd_sm90_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_workspace(p, D); }         \
   static size_t bwd_sm90_det_workspace_##NAME(const opsi_problem *p) { return bwd_sm90_det_workspace(p, D); } \
   static const char *bwd_sm90_plan_##NAME(const opsi_problem *p) {                                          \
@@ -563,7 +564,8 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                      "last, the group's query heads within each; dQ: f32 TMA reduce-adds across key tiles "     \
                      "taking turns, from the last key tile that sees the query tile to the first, or (walks "   \
                      "from the last query tile) from the first to the last (an int32 counter a query tile and " \
-                     "head)"
+                     "head); a walk in parts: each part's steps in the walk's order, the parts' dK, dV sums "  \
+                     "added in part order"
 #define SDPA_BWD_SM90_WS_ANY(DP, BM)                                                                          \
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes; with the key tiles in p parts (p = the most of 2, " \
   "4, 8 with key tiles x p <= sm_count and group x query tiles of " #BM " >= 4 p), then an int32 a key tile "  \
@@ -572,7 +574,8 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
 #define SDPA_BWD_SM90_KEEPER_TURNS "; one takes dQ's turns"
 #define SDPA_BWD_SM90_WS_TURNS(DP, BM)                                                                        \
   "f32 accumulators: tokens_q x heads_q x " #DP " x 4 bytes, then the turn counters: (tokens_q / " #BM        \
-  " + batch + 1) x heads_q x 4 bytes"
+  " + batch + 1) x heads_q x 4 bytes; with the key tiles in p parts (as the default row), then an int32 a " \
+  "key tile rounded up to 256 bytes and the parts' dK, dV sums: key tiles x p x 256 x " #DP " x 4 bytes"
 /* The consumers' work and dQ's pieces by head dim: 64 keys a warpgroup, or at DP 256 the
  * block's 64 keys with the products split between the two warpgroups */
 #define SDPA_BWD_SM90_CONSUMERS_64 "64 keys each: wgmma S^T, dP^T, dV, dK, half of dQ; dQ to shared; LSE / D"
@@ -594,7 +597,7 @@ OPSI_SDPA_BWD_SM90_KERNELS(SDPA_BWD_SM90_FNS)
                       OPSI_SDPA_BWD_SM90_BM_##D,                                                              \
                       OPSI_SDPA_BWD_SM90_STAGES_##D, OPSI_SDPA_BWD_SM90_LOAD_REGS, OPSI_SDPA_BWD_SM90_MMA_REGS, \
                       bwd_sm90_det_workspace_##NAME, opsi_sdpa_bwd_cuda_sm90_det_##NAME,                       \
-                      bwd_sm90_det_grid_##NAME, bwd_sm90_det_plan_##NAME, SDPA_BWD_SM90_DQ_TURNS,               \
+                      bwd_sm90_grid_##NAME, bwd_sm90_det_plan_##NAME, SDPA_BWD_SM90_DQ_TURNS,                   \
                       SDPA_BWD_SM90_WS_TURNS,                                                                  \
                       SDPA_BWD_SM90_KEEPER_TURNS, OPSI_KERNEL_CUDA_SDPA_BACKWARD_SM90_D##D,                    \
                       SDPA_BWD_SM90_CONSUMERS_##D, SDPA_BWD_SM90_PIECES_##D),

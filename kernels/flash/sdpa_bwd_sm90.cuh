@@ -21,9 +21,9 @@
  *             rows x 32 columns at a time) and hands back once the copy engine has read it
  *           then dK times the scale and dV stored once (a GQA group's sum stays in the block),
  *           staged in K's and V's shared memory for whole-row 16-byte stores;
- *           or, where the key tiles fill too little of a wave (kv_parts > 1, the default
- *           kernels), each key tile's walk is cut in parts, a block each, and the part that
- *           finishes last adds the parts' dK and dV sums in part order (last_part) and stores.
+ *           or, where the key tiles fill too little of a wave (kv_parts > 1; not at DP 256),
+ *           each key tile's walk is cut in parts, a block each, and the part that finishes
+ *           last adds the parts' dK and dV sums in part order (last_part) and stores.
  *   dq:     dq = the accumulators times the scale, rounded to T.
  * DP 256: a consumer warpgroup's dK or dV of 64 keys is all the registers it has (m64n256, 128 a
  * thread), so a block owns BN = 64 keys, streams query tiles of 64 in one stage, and its two
@@ -55,15 +55,17 @@
  *     in where they end), each waiting for the ones before it at its first tile only, while
  *     the longest walks, the first key tiles', start first and never wait.
  * Blocks launch in chunks of order_chunk (batch, KV head) groups (as many as a wave holds),
- * within a chunk every group's key tile of the first turn first, then the next, and so on: a
- * block waits only for blocks launched before it. A turn is an int32 counter a (query tile,
- * head) in the workspace, zeroed by the dsum launch. A keeper thread (the producer warpgroup's
- * second warp) takes the block's turns up to two tiles ahead of the dQ writer: once the counter
- * counts the key tiles whose turn comes before its own, it opens the tile's turn mbarrier; the
- * writer waits on that, adds, waits for its reductions to complete and arrives on the tile's
- * added mbarrier; the keeper then makes the additions visible (fence) and counts the block in,
- * polling both without waiting on either, so that a turn it waits for never holds back one it
- * hands on. The consumers neither poll nor fence.
+ * within a chunk every group's key tile of the first turn first (its parts side by side), then
+ * the next, and so on: a block waits only for blocks launched before it. A walk in parts is the
+ * whole walk's steps in the same order, each part taking its run of them and the turns there.
+ * A turn is an int32 counter a (query tile, head) in the workspace, zeroed by the dsum launch.
+ * A keeper thread (the producer warpgroup's second warp) takes the block's turns up to two
+ * tiles ahead of the dQ writer: once the counter counts the key tiles whose turn comes before
+ * its own, it opens the tile's turn mbarrier; the writer waits on that, adds, waits for its
+ * reductions to complete and arrives on the tile's added mbarrier; the keeper then makes the
+ * additions visible (fence) and counts the block in, polling both without waiting on either,
+ * so that a turn it waits for never holds back one it hands on. The consumers neither poll
+ * nor fence.
  * A dQ piece's rows past its sequence's end (its tile's last rows) are zeros (P is 0 there),
  * which the reduction adds to the next sequence's rows or clips at the tensor's end: adding
  * +-0 changes no sum, in any order.
@@ -129,9 +131,9 @@ template <typename C> struct smem_plan {
  * query head of the KV head's group: `total` steps, taken from a place of the tile's own
  * (rotate) or from the first. Part `part` of `parts` (kv_parts, sdpa_bwd_sm90_shape.h) is the
  * block's: `count` consecutive steps of that order, from step `first`. A cursor follows them
- * one step at a time (no division a step); walk_cursor<true> (DET's descending walks, whole)
- * takes the query tiles from the last to the first instead, the group's query heads within
- * each. */
+ * one step at a time (no division a step); walk_cursor<true> (DET's descending walks, never
+ * rotated) takes the query tiles from the last to the first instead, the group's query heads
+ * within each, step `first` being that order's. */
 struct walk {
   int t0, tiles, first;
   int64_t total, count;
@@ -152,7 +154,7 @@ template <bool DESC> struct walk_cursor {
   __device__ __forceinline__ explicit walk_cursor(const walk &w)
       : hi(w.tiles > 0 ? w.first / w.tiles : 0), ti(w.tiles > 0 ? w.first % w.tiles : 0), tiles(w.tiles),
         group(w.group), h0(w.hk * w.group), t0(w.t0) {
-    if (DESC) hi = 0, ti = w.tiles - 1;
+    if (DESC) hi = w.first % w.group, ti = w.tiles - 1 - w.first / w.group;
   }
   __device__ __forceinline__ int h() const { return h0 + hi; }
   __device__ __forceinline__ int m0(int bm) const { return (t0 + ti) * bm; }
@@ -312,14 +314,15 @@ __device__ __forceinline__ void store_rows(uint8_t *stage, const sdpa_view &out,
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* A part of key tile `tile` (kv_parts, sdpa_bwd_sm90_shape.h), run by the 256 consumer threads
  * after their walk: its dK and dV sums into its slot of the workspace (float4 j of consumer
- * thread t at [tile][part][j][t]: coalesced), then the tile's counter counts it in. The part
- * that counts last returns true with dk and dv replaced by the sum of every part's, added in
- * part order (its own read back like the others'), a part's every float4 of dK (then of dV)
- * loaded at once before they are added; the others return false. `flag`: a word of shared
- * memory no longer in use (the walk's LSE buffer). */
+ * thread t at [tile][part][j][t]: coalesced), then the tile's counter (`done`: the key tiles'
+ * counters of parts done) counts it in. The part that counts last returns true with dk and dv
+ * replaced by the sum of every part's, added in part order (its own read back like the
+ * others'), a part's every float4 of dK (then of dV) loaded at once before they are added; the
+ * others return false. `flag`: a word of shared memory no longer in use (the walk's LSE
+ * buffer). */
 template <int DP>
-__device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, int64_t tile, int parts, int part,
-                                          float (&dk)[DP / 2], float (&dv)[DP / 2]) {
+__device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, int32_t *done, float *flag, int64_t tile,
+                                          int parts, int part, float (&dk)[DP / 2], float (&dv)[DP / 2]) {
   constexpr int J = DP / 8; /* float4s of dK, then as many of dV */
   const int t = threadIdx.x - 128;
   float4 *slots = reinterpret_cast<float4 *>(bg.kv_sums) + tile * parts * (2 * J) * 256 + t;
@@ -332,7 +335,7 @@ __device__ __forceinline__ bool last_part(const sdpa_bwd_geom &bg, float *flag, 
   __threadfence();             /* my sums are visible before the count that says so */
   sm90::named_bar_sync(1, 256); /* every consumer's sums are out (and the walk's reads of `flag` done) */
   if (t == 0) {
-    const int before = atomicAdd(bg.dq_turn + tile, 1);
+    const int before = atomicAdd(done + tile, 1);
     __threadfence(); /* the other parts' sums, which their counts were ordered after, are seen */
     *reinterpret_cast<volatile int *>(flag) = before == parts - 1;
   }
@@ -766,8 +769,9 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       if (lane == 0) mbar_arrive(&sm.dq_full[cw]);
     }
 
-    if (SPLIT && !last_part<DP>(bg, sm.lse, (((int64_t)b * gridDim.y + hk) * (gridDim.x / parts) + blk), parts,
-                                part, dk, dv)) {
+    int32_t *const parts_done = DET ? bg.dq_turn + bg.dq_turns : bg.dq_turn; /* after DET's turns */
+    if (SPLIT && !last_part<DP>(bg, parts_done, sm.lse, ((int64_t)b * gridDim.y + hk) * (gridDim.x / parts) + blk,
+                                parts, part, dk, dv)) {
       return; /* another part adds and stores this key tile's dK and dV */
     }
     /* dK and dV staged in the warp's rows of K and V, which no product reads once both
@@ -843,7 +847,9 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
 }
 
 /* Host side: the three launches on one stream (bg's dsum, dq_acc and, DET, dq_turn point into
- * the workspace), the second and third programmatic dependents of the one before;
+ * the workspace; with the key tiles in parts, kv_sums, and the parts' counters at dq_turn or,
+ * DET, right after its turns, which the dsum launch zeroes with them), the second and third
+ * programmatic dependents of the one before;
  * `keys`: k has rows (else no main pass, and its maps are not made). map_dq: dq_acc as (DP
  * columns, heads_q, rows) f32, boxes of 32 x 1 x 64, 128-byte swizzle. */
 template <typename T, int DP, bool DET>
@@ -853,17 +859,21 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
                                  cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
   using C = cfg<DP>;
   const sdpa_geom &g = bg.f;
-  fa2bwd::launch_dsum<T>(bg, sm_count, stream);
-  const int parts = DET || bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
-  constexpr bool SPLITS = !DET && DP != 256; /* the kernels whose key tiles may be cut in parts */
-  /* DESC given as DET: the default kernels instantiate no descending twin */
-  const auto kernel = DET && bg.walk_desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
-                      : parts == 1         ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
-                                           : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
-  cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
-  if (e != cudaSuccess) return e;
+  const int parts = bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
   const dim3 gk((unsigned)((g.seqlen_k + C::BN - 1) / C::BN * parts), (unsigned)(g.heads_q / g.group),
                 (unsigned)g.batch);
+  sdpa_bwd_geom zg = bg; /* DET in parts: the parts' counters zeroed with the turns */
+  if (DET && parts > 1) zg.dq_turns += (int64_t)(gk.x / parts) * gk.y * gk.z;
+  fa2bwd::launch_dsum<T>(zg, sm_count, stream);
+  constexpr bool SPLITS = DP != 256; /* the kernels whose key tiles may be cut in parts */
+  /* DESC given as DET: the default kernels instantiate no descending twin */
+  const bool desc = DET && bg.walk_desc;
+  const auto kernel = parts == 1 ? (desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
+                                         : sdpa_bwd_sm90_kernel<T, DP, DET, false>)
+                                 : (desc ? sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS, DET>
+                                         : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>);
+  cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
+  if (e != cudaSuccess) return e;
   sdpa_bwd_geom kg = bg;
   /* the launch order (see order_chunk): DET's, and where the walks' lengths differ from key
    * tile to key tile (a causal mask or a window) longest first */

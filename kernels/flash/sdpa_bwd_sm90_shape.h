@@ -63,13 +63,15 @@ static inline size_t opsi_sdpa_bwd_sm90_workspace(int64_t tokens_q, int64_t head
   return opsi_sdpa_bwd_sm90_dq_offset(tokens_q, heads_q) + (size_t)tokens_q * (size_t)heads_q * (size_t)dp * 4;
 }
 
-/* Key tiles in parts (the default, non-deterministic kernels): where the blocks of the key
- * tiles (batch x KV heads x key tiles of BN) fill too little of a wave, each key tile's walk
- * over its (query head, query tile) steps is cut into `parts` runs of consecutive steps, a
- * block each. Every part writes its f32 dK and dV sums to the workspace (its 256 consumer
- * threads' accumulators) and counts itself in on an int32 counter a key tile (zeroed by the
- * launch that computes D); the part that counts last adds the parts' sums in part order and
- * stores dK and dV: the same sum whichever part finishes last. parts: the most of 2, 4 and 8
+/* Key tiles in parts (the default and the deterministic kernels alike): where the blocks of
+ * the key tiles (batch x KV heads x key tiles of BN) fill too little of a wave, each key tile's
+ * walk over its (query head, query tile) steps is cut into `parts` runs of consecutive steps (in
+ * the walk's order), a block each. Every part writes its f32 dK and dV sums to the workspace
+ * (its 256 consumer threads' accumulators) and counts itself in on an int32 counter a key tile
+ * (zeroed by the launch that computes D); the part that counts last adds the parts' sums in
+ * part order and stores dK and dV: the same sum whichever part finishes last. A deterministic
+ * part takes dQ's turns at its steps' query tiles as the whole walk would (a turn is a key
+ * tile's, whichever part has the step). parts: the most of 2, 4 and 8
  * whose blocks fit one wave (a block an SM) with at least SPLIT_MIN_STEPS steps a part on a
  * walk over every query tile (group x query tiles); 1 where none does, and at DP 256, whose
  * consumers hold dK or dV whole (no part's sums in last_part's layout). */
@@ -125,7 +127,8 @@ static inline const char *opsi_sdpa_bwd_sm90_plan(int32_t parts, int uneven) {
 }
 /* The default kernels' workspace: the accumulators' (above); with parts > 1, then the
  * counters (an int32 a key tile, rounded up to 256 bytes) and the parts' sums (a key tile's
- * parts x 256 threads x DP floats). counters_offset / sums_offset: where those start. */
+ * parts x 256 threads x DP floats). counters_offset / sums_offset: where those start. The
+ * deterministic kernels' is below (det_workspace). */
 static inline size_t opsi_sdpa_bwd_sm90_counters_offset(int64_t tokens_q, int64_t heads_q, int dp) {
   return opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp);
 }
@@ -159,13 +162,26 @@ static inline int opsi_sdpa_bwd_sm90_walk_desc(int64_t window_left, int64_t wind
 }
 #define OPSI_SDPA_BWD_SM90_PLAN_DET_DESC "walks from the last query tile, turns from the first key tile"
 #define OPSI_SDPA_BWD_SM90_PLAN_DET_ASC "walks from the first query tile, turns from the last key tile"
-static inline const char *opsi_sdpa_bwd_sm90_det_plan(int desc) {
-  return desc ? OPSI_SDPA_BWD_SM90_PLAN_DET_DESC : OPSI_SDPA_BWD_SM90_PLAN_DET_ASC;
+#define OPSI_SDPA_BWD_SM90_PLAN_DET(order, n) order "; " OPSI_SDPA_BWD_SM90_PLAN_PARTS(n)
+static inline const char *opsi_sdpa_bwd_sm90_det_plan(int desc, int32_t parts) {
+  switch (parts * 2 + (desc != 0)) {
+    case 2: return OPSI_SDPA_BWD_SM90_PLAN_DET_ASC;
+    case 3: return OPSI_SDPA_BWD_SM90_PLAN_DET_DESC;
+    case 4: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 2);
+    case 5: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_DESC, 2);
+    case 8: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 4);
+    case 9: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_DESC, 4);
+    case 16: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 8);
+    case 17: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_DESC, 8);
+    default: return "the turns' order, each key tile's walk in parts (unlisted count)";
+  }
 }
 
 /* The deterministic kernels' turn counters, after the accumulators: an int32 a (query tile of
  * BM rows, head); a sequence's tiles are numbered from (its first packed row) / BM plus its
- * index, so that the tiles of neighbouring sequences never share one. */
+ * index, so that the tiles of neighbouring sequences never share one. With the key tiles in
+ * parts, then the parts' counters (an int32 a key tile, zeroed with the turns), rounded up to
+ * 256 bytes, and the parts' sums as the default kernels lay them out. */
 static inline int64_t opsi_sdpa_bwd_sm90_turns(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp) {
   return (tokens_q / OPSI_SDPA_BWD_SM90_BM_OF(dp) + batch + 1) * heads_q;
 }
@@ -175,6 +191,19 @@ static inline size_t opsi_sdpa_bwd_sm90_det_workspace(int64_t tokens_q, int64_t 
       ((double)tokens_q / OPSI_SDPA_BWD_SM90_BM_OF(dp) + (double)batch + 1.0) * (double)heads_q * 4.0;
   if (base == SIZE_MAX || (double)base + turns > 0x1p62 || (double)base + turns > (double)SIZE_MAX) return SIZE_MAX;
   return base + (size_t)opsi_sdpa_bwd_sm90_turns(tokens_q, batch, heads_q, dp) * 4;
+}
+static inline size_t opsi_sdpa_bwd_sm90_det_sums_offset(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp,
+                                                        int64_t tiles) {
+  return (opsi_sdpa_bwd_sm90_det_workspace(tokens_q, batch, heads_q, dp) + (size_t)tiles * 4 + 255) / 256 * 256;
+}
+static inline size_t opsi_sdpa_bwd_sm90_det_split_workspace(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp,
+                                                            int64_t tiles, int32_t parts) {
+  const size_t base = opsi_sdpa_bwd_sm90_det_workspace(tokens_q, batch, heads_q, dp);
+  if (parts <= 1 || base == SIZE_MAX) return base;
+  const double sums = (double)tiles * (4.0 + (double)parts * 256.0 * dp * 4.0) + 512.0;
+  if ((double)base + sums > 0x1p62 || (double)base + sums > (double)SIZE_MAX) return SIZE_MAX;
+  return opsi_sdpa_bwd_sm90_det_sums_offset(tokens_q, batch, heads_q, dp, tiles) +
+         (size_t)tiles * (size_t)parts * 256 * dp * 4;
 }
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_ */

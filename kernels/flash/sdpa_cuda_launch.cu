@@ -201,14 +201,13 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
                               "the Hopper backward got a mask or rows that are not 16-byte aligned", NULL, 0);
   }
-  /* the default kernels: key tiles in parts where they fill too little of a wave (its row's
-   * plan and workspace say the same) */
+  /* key tiles in parts where they fill too little of a wave (its row's plan and workspace say
+   * the same) */
   const int64_t heads_kv = bg.f.heads_q / bg.f.group;
   const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(bg.f.batch, heads_kv, bg.f.seqlen_k, DP);
   const int32_t parts =
-      DET ? 1 : opsi_sdpa_bwd_sm90_parts(bg.f.batch, heads_kv, bg.f.seqlen_k, bg.f.group, bg.f.seqlen_q, DP,
-                                        ctx->sm_count);
-  const size_t need = DET ? opsi_sdpa_bwd_sm90_det_workspace(bg.rows, bg.f.batch, bg.f.heads_q, DP)
+      opsi_sdpa_bwd_sm90_parts(bg.f.batch, heads_kv, bg.f.seqlen_k, bg.f.group, bg.f.seqlen_q, DP, ctx->sm_count);
+  const size_t need = DET ? opsi_sdpa_bwd_sm90_det_split_workspace(bg.rows, bg.f.batch, bg.f.heads_q, DP, tiles, parts)
                           : opsi_sdpa_bwd_sm90_split_workspace(bg.rows, bg.f.heads_q, DP, tiles, parts);
   if (need > ctx->workspace_bytes) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the backward's workspace is smaller than its row's", NULL, 0);
@@ -223,16 +222,21 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
     bg.dq_turns = opsi_sdpa_bwd_sm90_turns(bg.rows, bg.f.batch, bg.f.heads_q, DP);
   }
   bg.kv_parts = parts;
-  if (parts > 1) { /* the counters (zeroed with the accumulators) and the parts' sums */
+  if (parts > 1) { /* the parts' counters (zeroed with the accumulators) and sums */
     char *ws = static_cast<char *>(ctx->workspace);
-    bg.dq_turn = reinterpret_cast<int32_t *>(ws + opsi_sdpa_bwd_sm90_counters_offset(bg.rows, bg.f.heads_q, DP));
-    bg.dq_turns = tiles;
-    bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_sums_offset(bg.rows, bg.f.heads_q, DP, tiles));
+    if (DET) { /* the counters right after the turns */
+      bg.kv_sums = reinterpret_cast<float *>(
+          ws + opsi_sdpa_bwd_sm90_det_sums_offset(bg.rows, bg.f.batch, bg.f.heads_q, DP, tiles));
+    } else {
+      bg.dq_turn = reinterpret_cast<int32_t *>(ws + opsi_sdpa_bwd_sm90_counters_offset(bg.rows, bg.f.heads_q, DP));
+      bg.dq_turns = tiles;
+      bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_sums_offset(bg.rows, bg.f.heads_q, DP, tiles));
+    }
   }
   const opsi_sdpa_geom &g = bg.f;
   if (DET) {
     bg.walk_desc = opsi_sdpa_bwd_sm90_walk_desc(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k, g.group, DP);
-    ctx->info->plan = opsi_sdpa_bwd_sm90_det_plan(bg.walk_desc);
+    ctx->info->plan = opsi_sdpa_bwd_sm90_det_plan(bg.walk_desc, parts);
   } else {
     ctx->info->plan =
         opsi_sdpa_bwd_sm90_plan(parts, opsi_sdpa_bwd_sm90_uneven(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k));

@@ -53,9 +53,11 @@ typedef struct opsi_sdpa_geom {
  * dQ is summed by atomics (the Hopper kernels), its f32 accumulators, dq_cols a (row, head)
  * in the same order (NULL otherwise); where the atomics take turns (the deterministic Hopper
  * kernels), dq_turns int32 counters (NULL and 0 otherwise), zeroed with the accumulators.
- * Where the default Hopper kernels cut each key tile's walk in kv_parts > 1 parts
- * (sdpa_bwd_sm90_shape.h), the parts' f32 dK / dV sums at kv_sums, and dq_turn / dq_turns are
- * the key tiles' counters of parts done instead (kv_parts 1 and kv_sums NULL otherwise). */
+ * Where the Hopper kernels cut each key tile's walk in kv_parts > 1 parts
+ * (sdpa_bwd_sm90_shape.h), the parts' f32 dK / dV sums at kv_sums and an int32 counter a key
+ * tile of the parts done: dq_turn / dq_turns are those counters (the default kernels), or the
+ * counters follow the dq_turns turns (the deterministic ones) (kv_parts 1 and kv_sums NULL
+ * otherwise). */
 typedef struct opsi_sdpa_bwd_geom {
   opsi_sdpa_geom f;
   opsi_sdpa_view dout, dq, dk, dv;

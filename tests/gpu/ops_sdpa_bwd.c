@@ -261,10 +261,11 @@ static int reproducible_case(const char *what, int64_t batch, int64_t sq, int64_
 }
 
 /* The deterministic promise of the backward rows, bf16: a causal GQA call (2 x 8 heads over 2
- * KV heads, 300 x 333, d 128; and 4 heads over 2, d 256); 1500 queries over 2100 keys (17 key
- * tiles of 128 a head, each seeing every query tile: the longest line of turns), 4 heads over
- * 1, d 64, no mask; the same with a window of 700 keys on the left (the key tiles that see a
- * query tile, a moving run). */
+ * KV heads, 300 x 333, d 128: 12 key tiles, their walks in 4 parts on Hopper; and 4 heads over
+ * 2, d 256); 512 x 512, 32 heads over 8, causal (32 key tiles in 4 parts); 1500 queries over
+ * 2100 keys (17 key tiles of 128 a head, each seeing every query tile: the longest line of
+ * turns; in 4 parts on Hopper), 4 heads over 1, d 64, no mask; the same with a window of 700
+ * keys on the left (the key tiles that see a query tile, a moving run). */
 void sdpa_backward_is_reproducible(void **state) {
   (void)state;
   if (!g_have_cuda) {
@@ -273,6 +274,7 @@ void sdpa_backward_is_reproducible(void **state) {
   }
   assert_true(reproducible_case("a causal GQA backward", 2, 300, 333, 8, 2, 128, 1, -1, 1) > 0);
   assert_true(reproducible_case("a causal GQA backward at d 256", 1, 300, 333, 4, 2, 256, 1, -1, 1) > 0);
+  assert_true(reproducible_case("a 512 x 512 causal GQA 32:8 backward", 1, 512, 512, 32, 8, 128, 1, -1, 1) > 0);
   assert_true(reproducible_case("a 1500 x 2100 backward", 1, 1500, 2100, 4, 1, 64, 0, -1, 1) > 0);
   assert_true(reproducible_case("a 1500 x 2100 backward, window 700", 1, 1500, 2100, 4, 1, 64, 0, 700, 0) > 0);
 }

@@ -80,9 +80,10 @@
 
 /* How D is stored (by TMA where the width is whole 64-column boxes and the problem's extra[0],
  * opsi_gemm_sm90_d_tma, says D can be) and whether a warpgroup takes a whole tile
- * (opsi_gemm_sm90_wide; parts: the call's K split, 1 for the unsplit rows). */
+ * (opsi_gemm_sm90_wide; parts: the call's K split, 1 for the unsplit rows) or, M at most 64,
+ * the one tile row's live half. */
 static const char *sm90_plan(const opsi_problem *p, int32_t bn, int32_t parts) {
-  return opsi_gemm_sm90_unsplit_plan(opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts),
+  return opsi_gemm_sm90_unsplit_plan(opsi_gemm_sm90_wide(bn, p->dims[OPSI_GEMM_M], parts), p->dims[OPSI_GEMM_M],
                                      OPSI_GEMM_SM90_BOXED(bn) && p->extra[0] != 0);
 }
 #define SM90_FNS(ID, NAME, BN) \

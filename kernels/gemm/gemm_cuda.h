@@ -20,9 +20,16 @@ extern "C" {
 #define OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE \
   "persistent," OPSI_GEMM_SM90_PLAN_WIDE " D stored by TMA from swizzled shared memory"
 #define OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE "persistent," OPSI_GEMM_SM90_PLAN_WIDE " D stored by the threads"
-/* The plan of an unsplit call, as the launcher reports it and the rows predict it. */
-static inline const char *opsi_gemm_sm90_unsplit_plan(int wide, int d_tma) {
+/* The same where M is at most 64: the first consumer warpgroup computes the one tile row's
+ * live half, the second hands its stages back unread. */
+#define OPSI_GEMM_SM90_PLAN_HALF " the first consumer warpgroup's 64 rows alone, the second idle;"
+#define OPSI_GEMM_SM90_PLAN_HALF_TMA_STORE \
+  "persistent," OPSI_GEMM_SM90_PLAN_HALF " D stored by TMA from swizzled shared memory"
+#define OPSI_GEMM_SM90_PLAN_HALF_THREAD_STORE "persistent," OPSI_GEMM_SM90_PLAN_HALF " D stored by the threads"
+/* The plan of an unsplit call of M rows, as the launcher reports it and the rows predict it. */
+static inline const char *opsi_gemm_sm90_unsplit_plan(int wide, int64_t m, int d_tma) {
   if (wide) return d_tma ? OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE : OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE;
+  if (m <= 64) return d_tma ? OPSI_GEMM_SM90_PLAN_HALF_TMA_STORE : OPSI_GEMM_SM90_PLAN_HALF_THREAD_STORE;
   return d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
 }
 

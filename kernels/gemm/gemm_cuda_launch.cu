@@ -163,7 +163,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
   ctx->info->cluster = ks.parts > 1 ? ks.parts : 0;
-  ctx->info->plan = ks.parts > 1 ? opsi_gemm_splitk_plan(ks.parts) : opsi_gemm_sm90_unsplit_plan(wide, d_tma);
+  ctx->info->plan = ks.parts > 1 ? opsi_gemm_splitk_plan(ks.parts) : opsi_gemm_sm90_unsplit_plan(wide, g.m, d_tma);
   return opsi::launch_status(ctx, e);
 }
 

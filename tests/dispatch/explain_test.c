@@ -652,7 +652,8 @@ static void launch_variants_are_rows_or_plans(void **state) {
   /* GEMM: a 16-bit D goes out by TMA, an f32 one by the threads, and so does a 16-bit one
    * whose row stride is no multiple of 8 elements (no TMA map; A and B still aligned). Tiles
    * of up to 128 columns are a consumer warpgroup's each where M is over 64 (and the call
-   * unsplit); 256 columns never are, and 64 rows are not (the tile's second half is empty). */
+   * unsplit); 256 columns never are, and 64 rows are the first consumer warpgroup's alone (the
+   * tile's second half is empty). */
   const int64_t as[2] = {512, 1024}, bs[2] = {1024, 512}, ds[2] = {512, 512};
   ops_tensor a = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, as), b = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, bs);
   for (int c = 0; c < 3; ++c) {
@@ -674,7 +675,11 @@ static void launch_variants_are_rows_or_plans(void **state) {
   ops_tensor d64 = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, ds64);
   OPST_OK(ops_gemm_explain(v, NULL, &a64, &b, &d64, &e));
   assert_string_equal(e.plan[verdict_of(&e, "cuda_gemm_sm90_128x128") - e.verdicts],
-                      "persistent; D stored by TMA from swizzled shared memory");
+                      "persistent, the first consumer warpgroup's 64 rows alone, the second idle; D stored by TMA "
+                      "from swizzled shared memory");
+  assert_string_equal(e.plan[verdict_of(&e, "cuda_gemm_sm90_128x256") - e.verdicts],
+                      "persistent, the first consumer warpgroup's 64 rows alone, the second idle; D stored by TMA "
+                      "from swizzled shared memory");
 
   /* the attention backward: the default Hopper row cuts each key tile's walk in parts where
    * the key tiles fill too little of a wave (B1 S512 GQA 32:8: 32 key tiles on 132 SMs, 4

@@ -444,11 +444,11 @@ void gemm_split_k(void **state) {
            e.plan[e.chosen]);
   }
   if (st == OPS_OK && e.chosen >= 0) {
-    /* the same rows' plans as they ran: split; unsplit at M 48 (two 64-row consumers); unsplit
-     * at M 200 (a tile a warpgroup) */
+    /* the same rows' plans as they ran: split; unsplit at M 48 (the first 64-row consumer
+     * alone); unsplit at M 200 (a tile a warpgroup; two 64-row consumers at 256 columns) */
     launch_plan_is_explains("cuda_gemm_sm90_128x128_splitk", &ta, &tb, &td, "K split in");
-    launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta, &tb, &td, "persistent; D stored");
-    launch_plan_is_explains("cuda_gemm_sm90_128x112", &ta, &tb, &td, "persistent; D stored by the threads");
+    launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta, &tb, &td, "64 rows alone, the second idle; D stored");
+    launch_plan_is_explains("cuda_gemm_sm90_128x112", &ta, &tb, &td, "the second idle; D stored by the threads");
     void *a2, *d2;
     const int64_t m2 = 200, sa2[2] = {m2, k}, sd2[2] = {m2, n};
     CUDA_OK(cudaMalloc(&a2, (size_t)(m2 * k) * 2));

@@ -56,9 +56,12 @@ static int bcast_shape(opst_rng *r, int ndim, const int64_t *y, int64_t *out) {
   return nd;
 }
 
-static void elementwise_case(int iter) {
+/* A random case of op iter % 5; plain: contiguous operands of one shape, 8192 elements (the
+ * vec16 kernels' case, which the random draws may miss). */
+static void elementwise_case(int iter, int plain) {
   opst_rng *r = &g_rng;
   pick_layout();
+  if (plain) g_layout = 0;
   const int32_t dt = kDtypes[opst_int(r, 0, 2)];
   static const int32_t ops[5] = {OPS_OP_SIN_AFFINE, OPS_OP_UNARY, OPS_OP_BINARY, OPS_OP_SCALE, OPS_OP_DROPOUT};
   gcall c;
@@ -66,10 +69,12 @@ static void elementwise_case(int iter) {
   c.op = ops[iter % 5];
   c.run = run_ew;
   /* every op gets x broadcast to y in 4 of each 20 cases, and at random besides */
-  const int bcast_x = c.op != OPS_OP_DROPOUT && (iter % 20 >= 15 || opst_chance(r, 0.2));
+  const int bcast_x = !plain && c.op != OPS_OP_DROPOUT && (iter % 20 >= 15 || opst_chance(r, 0.2));
   int ndim;
   int64_t ys[OPS_MAX_DIMS];
-  if (opst_chance(r, 0.25)) { /* long flat runs: vector tails */
+  if (plain) {
+    ndim = 1, ys[0] = 8192;
+  } else if (opst_chance(r, 0.25)) { /* long flat runs: vector tails */
     ndim = 1, ys[0] = opst_int(r, 1, 300000);
   } else {
     ndim = (int)opst_int(r, 0, 4);
@@ -101,7 +106,7 @@ static void elementwise_case(int iter) {
       c.sin.a = (float)opst_uniform(r, -3, 3);
       c.sin.b = (float)opst_uniform(r, -3, 3);
       for (int k = 0; k < 2; ++k) {
-        if (opst_chance(r, 0.3)) {
+        if (!plain && opst_chance(r, 0.3)) {
           const int nd = bcast_shape(r, ndim, ys, s);
           opst_tensor *t = k == 0 ? &a2 : &b2;
           opst_alloc_any(t, r, dt, nd, s);
@@ -121,8 +126,8 @@ static void elementwise_case(int iter) {
       what = "binary";
       ops_binary_params_init(&c.binary);
       c.binary.op = (int32_t)opst_int(r, 0, OPS_BINARY_MIN);
-      const int nd = bcast_x ? ndim : bcast_shape(r, ndim, ys, s);
-      alloc_x(&a2, dt, nd, bcast_x ? ys : s);
+      const int nd = bcast_x || plain ? ndim : bcast_shape(r, ndim, ys, s);
+      alloc_x(&a2, dt, nd, bcast_x || plain ? ys : s);
       opst_fill_uniform(&a2, r, -2, 2);
       if (c.binary.op == OPS_BINARY_DIV) { /* divisors away from 0 */
         const int64_t n = opst_numel(&a2);
@@ -151,8 +156,9 @@ static void elementwise_case(int iter) {
     }
   }
   char label[160];
-  snprintf(label, sizeof label, "%s case %d %s %d-d y of %lld%s%s", what, iter, ops_dtype_name((ops_dtype)dt), ndim,
-           (long long)opst_numel(&y), in_place ? " in place" : "", bcast_x ? " x broadcast" : "");
+  snprintf(label, sizeof label, "%s case %d %s %d-d y of %lld%s%s%s", what, iter, ops_dtype_name((ops_dtype)dt),
+           ndim, (long long)opst_numel(&y), in_place ? " in place" : "", bcast_x ? " x broadcast" : "",
+           plain ? " (plain)" : "");
   c.label = label;
   check_call(&c);
   free_call(&c);
@@ -160,7 +166,8 @@ static void elementwise_case(int iter) {
 
 void elementwise(void **state) {
   (void)state;
-  for (int i = 0; i < 150; ++i) elementwise_case(i);
+  for (int i = 0; i < 150; ++i) elementwise_case(i, 0);
+  for (int i = 0; i < 5; ++i) elementwise_case(i, 1); /* each op's vec16 kernel, whatever the draws */
 }
 
 /* Dropout's mask is a function of (seed, offset, element): the GPU's equals the CPU's bit

@@ -56,8 +56,8 @@
  *     the longest walks, the first key tiles', start first and never wait.
  * Blocks launch in chunks of order_chunk (batch, KV head) groups (as many as a wave holds),
  * within a chunk every group's key tile of the first turn first (its parts side by side), then
- * the next, and so on: a block waits only for blocks launched before it. A walk in parts is the
- * whole walk's steps in the same order, each part taking its run of them and the turns there.
+ * the next, and so on: a block waits only for blocks launched before it. Walks in parts go
+ * ascending, each part taking its run of the whole walk's steps and the turns there.
  * A turn is an int32 counter a (query tile, head) in the workspace, zeroed by the dsum launch.
  * A keeper thread (the producer warpgroup's second warp) takes the block's turns up to two
  * tiles ahead of the dQ writer: once the counter counts the key tiles whose turn comes before
@@ -131,9 +131,9 @@ template <typename C> struct smem_plan {
  * query head of the KV head's group: `total` steps, taken from a place of the tile's own
  * (rotate) or from the first. Part `part` of `parts` (kv_parts, sdpa_bwd_sm90_shape.h) is the
  * block's: `count` consecutive steps of that order, from step `first`. A cursor follows them
- * one step at a time (no division a step); walk_cursor<true> (DET's descending walks, never
- * rotated) takes the query tiles from the last to the first instead, the group's query heads
- * within each, step `first` being that order's. */
+ * one step at a time (no division a step); walk_cursor<true> (DET's descending walks, whole)
+ * takes the query tiles from the last to the first instead, the group's query heads within
+ * each. */
 struct walk {
   int t0, tiles, first;
   int64_t total, count;
@@ -154,7 +154,7 @@ template <bool DESC> struct walk_cursor {
   __device__ __forceinline__ explicit walk_cursor(const walk &w)
       : hi(w.tiles > 0 ? w.first / w.tiles : 0), ti(w.tiles > 0 ? w.first % w.tiles : 0), tiles(w.tiles),
         group(w.group), h0(w.hk * w.group), t0(w.t0) {
-    if (DESC) hi = w.first % w.group, ti = w.tiles - 1 - w.first / w.group;
+    if (DESC) hi = 0, ti = w.tiles - 1;
   }
   __device__ __forceinline__ int h() const { return h0 + hi; }
   __device__ __forceinline__ int m0(int bm) const { return (t0 + ti) * bm; }
@@ -867,11 +867,10 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   fa2bwd::launch_dsum<T>(zg, sm_count, stream);
   constexpr bool SPLITS = DP != 256; /* the kernels whose key tiles may be cut in parts */
   /* DESC given as DET: the default kernels instantiate no descending twin */
-  const bool desc = DET && bg.walk_desc;
-  const auto kernel = parts == 1 ? (desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
-                                         : sdpa_bwd_sm90_kernel<T, DP, DET, false>)
-                                 : (desc ? sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS, DET>
-                                         : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>);
+  /* DET's descending walks are whole (opsi_sdpa_bwd_sm90_walk_desc) */
+  const auto kernel = DET && bg.walk_desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
+                      : parts == 1         ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
+                                           : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   sdpa_bwd_geom kg = bg;

@@ -70,8 +70,9 @@ static inline size_t opsi_sdpa_bwd_sm90_workspace(int64_t tokens_q, int64_t head
  * (its 256 consumer threads' accumulators) and counts itself in on an int32 counter a key tile
  * (zeroed by the launch that computes D); the part that counts last adds the parts' sums in
  * part order and stores dK and dV: the same sum whichever part finishes last. A deterministic
- * part takes dQ's turns at its steps' query tiles as the whole walk would (a turn is a key
- * tile's, whichever part has the step). parts: the most of 2, 4 and 8
+ * part (walking ascending: walk_desc below) takes dQ's turns at its steps' query tiles as the
+ * whole walk would (a turn is a key tile's, whichever part has the step). parts: the most of
+ * 2, 4 and 8
  * whose blocks fit one wave (a block an SM) with at least SPLIT_MIN_STEPS steps a part on a
  * walk over every query tile (group x query tiles); 1 where none does, and at DP 256, whose
  * consumers hold dK or dV whole (no part's sums in last_part's layout). */
@@ -145,17 +146,20 @@ static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_
 }
 
 /* The deterministic kernels' order (sdpa_bwd_sm90.cuh, DET): walks from the last query tile,
- * turns from the first key tile (1), where a causal mask or a window cuts the walks (uneven)
- * and either each key tile's walk is at least DESC_SHRINK steps shorter than the one before
- * it (group x BN / BM: the query tiles of BM rows its BN keys drop, for each query head), so
- * that a turn's hand-over hides under those steps, or a (batch, KV head) has at most
- * DESC_TILES key tiles, so that its line of turns is short; else walks from the first query
- * tile, turns from the last key tile (0), whose causal turns follow one step apart. */
+ * turns from the first key tile (1), where a causal mask or a window cuts the walks (uneven),
+ * the key tiles' walks are whole (parts 1), and either each key tile's walk is at least
+ * DESC_SHRINK steps shorter than the one before it (group x BN / BM: the query tiles of BM rows
+ * its BN keys drop, for each query head), so that a turn's hand-over hides under those steps,
+ * or a (batch, KV head) has at most DESC_TILES key tiles, so that its line of turns is short;
+ * else walks from the first query tile, turns from the last key tile (0), whose causal turns
+ * follow one step apart. Walks in parts go ascending: a part's first steps are then its own
+ * (in order, one query head of the group after the other), where descending parts would all
+ * begin at the last query tile and take their turns there one after the other. */
 #define OPSI_SDPA_BWD_SM90_DESC_SHRINK 4
 #define OPSI_SDPA_BWD_SM90_DESC_TILES 4
 static inline int opsi_sdpa_bwd_sm90_walk_desc(int64_t window_left, int64_t window_right, int64_t seqlen_q,
-                                               int64_t seqlen_k, int64_t group, int dp) {
-  if (!opsi_sdpa_bwd_sm90_uneven(window_left, window_right, seqlen_q, seqlen_k)) return 0;
+                                               int64_t seqlen_k, int64_t group, int dp, int32_t parts) {
+  if (parts > 1 || !opsi_sdpa_bwd_sm90_uneven(window_left, window_right, seqlen_q, seqlen_k)) return 0;
   const int64_t shrink = group * (OPSI_SDPA_BWD_SM90_BN_OF(dp) / OPSI_SDPA_BWD_SM90_BM_OF(dp));
   const int64_t bn = OPSI_SDPA_BWD_SM90_BN_OF(dp);
   return shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK || (seqlen_k + bn - 1) / bn <= OPSI_SDPA_BWD_SM90_DESC_TILES;

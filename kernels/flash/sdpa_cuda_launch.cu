@@ -235,7 +235,8 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   }
   const opsi_sdpa_geom &g = bg.f;
   if (DET) {
-    bg.walk_desc = opsi_sdpa_bwd_sm90_walk_desc(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k, g.group, DP);
+    bg.walk_desc =
+        opsi_sdpa_bwd_sm90_walk_desc(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k, g.group, DP, parts);
     ctx->info->plan = opsi_sdpa_bwd_sm90_det_plan(bg.walk_desc, parts);
   } else {
     ctx->info->plan =

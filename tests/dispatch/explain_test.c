@@ -686,7 +686,8 @@ static void launch_variants_are_rows_or_plans(void **state) {
    * parts), a block a key tile where they fill it (B16 S256 H32: 1024), and launches causal
    * walks longest first; the deterministic row walks from the last query tile where causal
    * walks shrink by a GQA group's steps a key tile or the key tiles are few, else from the
-   * first, and cuts its key tiles' walks in the default row's parts */
+   * first, and cuts its key tiles' walks in the default row's parts (then walking from the
+   * first) */
   static const char *const kAsc = "walks from the first query tile, turns from the last key tile";
   static const char *const kDesc = "walks from the last query tile, turns from the first key tile";
   static const char *const kParts4 =
@@ -698,7 +699,7 @@ static void launch_variants_are_rows_or_plans(void **state) {
   } kBwd[5] = {{1, 512, 32, 8, 1,
                 "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the longest "
                 "walks launched first",
-                "walks from the last query tile, turns from the first key tile; each key tile's walk in 4 parts, "
+                "walks from the first query tile, turns from the last key tile; each key tile's walk in 4 parts, "
                 "the last to finish adds their dK, dV in part order"},
                {1, 512, 32, 8, 0, kParts4,
                 "walks from the first query tile, turns from the last key tile; each key tile's walk in 4 parts, "

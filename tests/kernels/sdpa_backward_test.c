@@ -361,7 +361,8 @@ static void unseen_rows_and_keys_get_zero(void **state) {
 /* A described Hopper, deterministic: the order of walks and turns explain states, by shape
  * (sdpa_bwd_sm90_shape.h's walk_desc): causal with a GQA group of 4 (walks 8 steps shorter a
  * key tile at d128) or few key tiles, walks from the last query tile; causal with long MHA
- * heads, and any call without a mask, walks from the first. */
+ * heads, any call without a mask, and key tiles in parts (2 x 8 KV heads x 4 key tiles: 64,
+ * 2 parts each), walks from the first. */
 static void gpu_deterministic_walk_order(void **state) {
   (void)state;
   ops_handle v = opst_virtual_handle(90);
@@ -369,7 +370,8 @@ static void gpu_deterministic_walk_order(void **state) {
   static const struct {
     int64_t s, hq, hkv;
     int causal, desc;
-  } kCases[] = {{2048, 32, 8, 1, 1}, {4096, 16, 16, 1, 0}, {512, 16, 16, 1, 1}, {4096, 32, 8, 0, 0}};
+  } kCases[] = {{2048, 32, 8, 1, 1}, {4096, 16, 16, 1, 0}, {512, 16, 16, 1, 1}, {4096, 32, 8, 0, 0},
+                {512, 32, 8, 1, 0}};
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
     const int64_t qs[4] = {2, kCases[i].s, kCases[i].hq, 128}, ks[4] = {2, kCases[i].s, kCases[i].hkv, 128};
     const int64_t ls[3] = {2, kCases[i].hq, kCases[i].s};

@@ -126,23 +126,23 @@ static inline const char *opsi_sdpa_bwd_sm90_plan(int32_t parts, int uneven) {
     default: return "each key tile's walk in parts (unlisted count)";
   }
 }
-/* The default kernels' workspace: the accumulators' (above); with parts > 1, then the
- * counters (an int32 a key tile, rounded up to 256 bytes) and the parts' sums (a key tile's
- * parts x 256 threads x DP floats). counters_offset / sums_offset: where those start. The
- * deterministic kernels' is below (det_workspace). */
-static inline size_t opsi_sdpa_bwd_sm90_counters_offset(int64_t tokens_q, int64_t heads_q, int dp) {
-  return opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp);
+/* The parts' room in a workspace whose first `base` bytes the kernels use otherwise (the
+ * default kernels' accumulators, workspace above; the deterministic ones' accumulators and
+ * turns, det_workspace below): with parts > 1, from base the counters (an int32 a key tile),
+ * then, from the next 256 bytes (parts_sums_at), the parts' sums (a key tile's parts x 256
+ * threads x DP floats). with_parts: the workspace's size, SIZE_MAX where that does not fit. */
+static inline size_t opsi_sdpa_bwd_sm90_parts_sums_at(size_t base, int64_t tiles) {
+  return (base + (size_t)tiles * 4 + 255) / 256 * 256;
 }
-static inline size_t opsi_sdpa_bwd_sm90_sums_offset(int64_t tokens_q, int64_t heads_q, int dp, int64_t tiles) {
-  return opsi_sdpa_bwd_sm90_counters_offset(tokens_q, heads_q, dp) + ((size_t)tiles * 4 + 255) / 256 * 256;
+static inline size_t opsi_sdpa_bwd_sm90_with_parts(size_t base, int64_t tiles, int32_t parts, int dp) {
+  if (parts <= 1 || base == SIZE_MAX) return base;
+  const double sums = (double)tiles * (4.0 + (double)parts * 256.0 * dp * 4.0) + 512.0;
+  if ((double)base + sums > 0x1p62 || (double)base + sums > (double)SIZE_MAX) return SIZE_MAX;
+  return opsi_sdpa_bwd_sm90_parts_sums_at(base, tiles) + (size_t)tiles * (size_t)parts * 256 * dp * 4;
 }
 static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_t heads_q, int dp, int64_t tiles,
                                                         int32_t parts) {
-  const size_t base = opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp);
-  if (parts <= 1 || base == SIZE_MAX) return base;
-  const double sums = (double)tiles * (4.0 + (double)parts * 256.0 * dp * 4.0) + 256.0;
-  if ((double)base + sums > 0x1p62 || (double)base + sums > (double)SIZE_MAX) return SIZE_MAX;
-  return opsi_sdpa_bwd_sm90_sums_offset(tokens_q, heads_q, dp, tiles) + (size_t)tiles * (size_t)parts * 256 * dp * 4;
+  return opsi_sdpa_bwd_sm90_with_parts(opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp), tiles, parts, dp);
 }
 
 /* The deterministic kernels' order (sdpa_bwd_sm90.cuh, DET): walks from the last query tile,
@@ -184,8 +184,7 @@ static inline const char *opsi_sdpa_bwd_sm90_det_plan(int desc, int32_t parts) {
 /* The deterministic kernels' turn counters, after the accumulators: an int32 a (query tile of
  * BM rows, head); a sequence's tiles are numbered from (its first packed row) / BM plus its
  * index, so that the tiles of neighbouring sequences never share one. With the key tiles in
- * parts, then the parts' counters (an int32 a key tile, zeroed with the turns), rounded up to
- * 256 bytes, and the parts' sums as the default kernels lay them out. */
+ * parts, then the parts' room (with_parts; its counters zeroed with the turns). */
 static inline int64_t opsi_sdpa_bwd_sm90_turns(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp) {
   return (tokens_q / OPSI_SDPA_BWD_SM90_BM_OF(dp) + batch + 1) * heads_q;
 }
@@ -196,18 +195,10 @@ static inline size_t opsi_sdpa_bwd_sm90_det_workspace(int64_t tokens_q, int64_t 
   if (base == SIZE_MAX || (double)base + turns > 0x1p62 || (double)base + turns > (double)SIZE_MAX) return SIZE_MAX;
   return base + (size_t)opsi_sdpa_bwd_sm90_turns(tokens_q, batch, heads_q, dp) * 4;
 }
-static inline size_t opsi_sdpa_bwd_sm90_det_sums_offset(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp,
-                                                        int64_t tiles) {
-  return (opsi_sdpa_bwd_sm90_det_workspace(tokens_q, batch, heads_q, dp) + (size_t)tiles * 4 + 255) / 256 * 256;
-}
 static inline size_t opsi_sdpa_bwd_sm90_det_split_workspace(int64_t tokens_q, int64_t batch, int64_t heads_q, int dp,
                                                             int64_t tiles, int32_t parts) {
-  const size_t base = opsi_sdpa_bwd_sm90_det_workspace(tokens_q, batch, heads_q, dp);
-  if (parts <= 1 || base == SIZE_MAX) return base;
-  const double sums = (double)tiles * (4.0 + (double)parts * 256.0 * dp * 4.0) + 512.0;
-  if ((double)base + sums > 0x1p62 || (double)base + sums > (double)SIZE_MAX) return SIZE_MAX;
-  return opsi_sdpa_bwd_sm90_det_sums_offset(tokens_q, batch, heads_q, dp, tiles) +
-         (size_t)tiles * (size_t)parts * 256 * dp * 4;
+  return opsi_sdpa_bwd_sm90_with_parts(opsi_sdpa_bwd_sm90_det_workspace(tokens_q, batch, heads_q, dp), tiles, parts,
+                                       dp);
 }
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_BWD_SM90_SHAPE_H_ */

@@ -207,9 +207,10 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(bg.f.batch, heads_kv, bg.f.seqlen_k, DP);
   const int32_t parts =
       opsi_sdpa_bwd_sm90_parts(bg.f.batch, heads_kv, bg.f.seqlen_k, bg.f.group, bg.f.seqlen_q, DP, ctx->sm_count);
-  const size_t need = DET ? opsi_sdpa_bwd_sm90_det_split_workspace(bg.rows, bg.f.batch, bg.f.heads_q, DP, tiles, parts)
-                          : opsi_sdpa_bwd_sm90_split_workspace(bg.rows, bg.f.heads_q, DP, tiles, parts);
-  if (need > ctx->workspace_bytes) {
+  /* the workspace before the parts' room: the accumulators (DET: and the turns) */
+  const size_t base = DET ? opsi_sdpa_bwd_sm90_det_workspace(bg.rows, bg.f.batch, bg.f.heads_q, DP)
+                          : opsi_sdpa_bwd_sm90_workspace(bg.rows, bg.f.heads_q, DP);
+  if (opsi_sdpa_bwd_sm90_with_parts(base, tiles, parts, DP) > ctx->workspace_bytes) {
     return opsi_launch_failed(ctx, OPS_ERR_INTERNAL, "the backward's workspace is smaller than its row's", NULL, 0);
   }
   bg.dsum = static_cast<float *>(ctx->workspace);
@@ -222,16 +223,10 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
     bg.dq_turns = opsi_sdpa_bwd_sm90_turns(bg.rows, bg.f.batch, bg.f.heads_q, DP);
   }
   bg.kv_parts = parts;
-  if (parts > 1) { /* the parts' counters (zeroed with the accumulators) and sums */
+  if (parts > 1) { /* the parts' counters at base (DET: right after the turns) and sums */
     char *ws = static_cast<char *>(ctx->workspace);
-    if (DET) { /* the counters right after the turns */
-      bg.kv_sums = reinterpret_cast<float *>(
-          ws + opsi_sdpa_bwd_sm90_det_sums_offset(bg.rows, bg.f.batch, bg.f.heads_q, DP, tiles));
-    } else {
-      bg.dq_turn = reinterpret_cast<int32_t *>(ws + opsi_sdpa_bwd_sm90_counters_offset(bg.rows, bg.f.heads_q, DP));
-      bg.dq_turns = tiles;
-      bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_sums_offset(bg.rows, bg.f.heads_q, DP, tiles));
-    }
+    bg.kv_sums = reinterpret_cast<float *>(ws + opsi_sdpa_bwd_sm90_parts_sums_at(base, tiles));
+    if (!DET) bg.dq_turn = reinterpret_cast<int32_t *>(ws + base), bg.dq_turns = tiles;
   }
   const opsi_sdpa_geom &g = bg.f;
   if (DET) {

@@ -396,6 +396,33 @@ static void gpu_deterministic_walk_order(void **state) {
   ops_handle_destroy(v);
 }
 
+/* A described Hopper, a call whose 32 key tiles (1 x 8 KV heads x 512 / 128) fill too little
+ * of 132 SMs: both Hopper d128 rows cut each walk in 4 parts, and their workspace after the
+ * accumulators (default) or the accumulators and the turns (deterministic) holds the parts'
+ * counters (an int32 a key tile), then from the next 256 bytes the parts' dK, dV sums (32 key
+ * tiles x 4 parts x 256 threads x 128 floats). */
+static void gpu_workspace_of_key_tiles_in_parts(void **state) {
+  (void)state;
+  ops_handle v = opst_virtual_handle(90);
+  const int64_t qs[4] = {1, 512, 32, 128}, ks[4] = {1, 512, 8, 128}, ls[3] = {1, 32, 512};
+  ops_tensor q, k, l;
+  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+  OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+  const size_t d_bytes = 512 * 32 * 4, acc_bytes = (size_t)512 * 32 * 128 * 4;
+  const size_t turn_bytes = (size_t)(512 / 64 + 1 + 1) * 32 * 4, sums_bytes = (size_t)32 * 4 * 256 * 128 * 4;
+  const size_t dflt = d_bytes + acc_bytes + 256 + sums_bytes;
+  const size_t det = (d_bytes + acc_bytes + turn_bytes + 32 * 4 + 255) / 256 * 256 + sums_bytes;
+  static const char *const kRows[2] = {"cuda_sdpa_backward_sm90_d128", "cuda_sdpa_backward_sm90_det_d128"};
+  for (int r = 0; r < 2; ++r) {
+    OPST_OK(ops_handle_pin_kernel(v, kRows[r]));
+    size_t ws = 0;
+    OPST_OK(ops_sdpa_backward_workspace_size(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws));
+    assert_int_equal(ws, r == 0 ? dflt : det);
+  }
+  ops_handle_destroy(v);
+}
+
 /* A described Hopper, a call of a few waves (4 x 16 heads x 1024): every head dim goes to the
  * Hopper kernel of its padded head dim, whose workspace holds D (query rows x heads f32,
  * rounded up to 256 bytes) and dQ's f32 accumulators (query rows x heads x the padded head
@@ -482,6 +509,7 @@ int main(void) {
       cmocka_unit_test(random_problems),       cmocka_unit_test(random_varlen_problems),
       cmocka_unit_test(finite_differences),    cmocka_unit_test(unseen_rows_and_keys_get_zero),
       cmocka_unit_test(gpu_handles_take_head_dims_up_to_256), cmocka_unit_test(gpu_deterministic_walk_order),
+      cmocka_unit_test(gpu_workspace_of_key_tiles_in_parts),
       cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("sdpa_backward", tests, setup, teardown);

@@ -866,8 +866,8 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   if (DET && parts > 1) zg.dq_turns += (int64_t)(gk.x / parts) * gk.y * gk.z;
   fa2bwd::launch_dsum<T>(zg, sm_count, stream);
   constexpr bool SPLITS = DP != 256; /* the kernels whose key tiles may be cut in parts */
-  /* DESC given as DET: the default kernels instantiate no descending twin */
-  /* DET's descending walks are whole (opsi_sdpa_bwd_sm90_walk_desc) */
+  /* DESC given as DET: the default kernels instantiate no descending twin; DET's descending
+   * walks are whole (opsi_sdpa_bwd_sm90_walk_desc) */
   const auto kernel = DET && bg.walk_desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
                       : parts == 1         ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
                                            : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;

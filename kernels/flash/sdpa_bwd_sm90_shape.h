@@ -172,12 +172,9 @@ static inline const char *opsi_sdpa_bwd_sm90_det_plan(int desc, int32_t parts) {
     case 2: return OPSI_SDPA_BWD_SM90_PLAN_DET_ASC;
     case 3: return OPSI_SDPA_BWD_SM90_PLAN_DET_DESC;
     case 4: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 2);
-    case 5: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_DESC, 2);
     case 8: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 4);
-    case 9: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_DESC, 4);
     case 16: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 8);
-    case 17: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_DESC, 8);
-    default: return "the turns' order, each key tile's walk in parts (unlisted count)";
+    default: return "the turns' order, each key tile's walk in parts (unlisted count or order)";
   }
 }
 

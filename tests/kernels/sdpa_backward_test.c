@@ -358,6 +358,15 @@ static void unseen_rows_and_keys_get_zero(void **state) {
   }
 }
 
+/* Descriptions (no data) of a bf16 call on CUDA: q [B, Sq, Hq, D], k (and v) [B, Sk, Hkv, D],
+ * lse [B, Hq, Sq] f32, for the explain and workspace queries of a described device. */
+static void described_call(const int64_t qs[4], const int64_t ks[4], const int64_t ls[3], ops_tensor *q,
+                           ops_tensor *k, ops_tensor *l) {
+  OPST_OK(ops_tensor_init(q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
+  OPST_OK(ops_tensor_init(k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
+  OPST_OK(ops_tensor_init(l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+}
+
 /* A described Hopper, deterministic: the order of walks and turns explain states, by shape
  * (sdpa_bwd_sm90_shape.h's walk_desc): causal with a GQA group of 4 (walks 8 steps shorter a
  * key tile at d128) or few key tiles, walks from the last query tile; causal with long MHA
@@ -376,9 +385,7 @@ static void gpu_deterministic_walk_order(void **state) {
     const int64_t qs[4] = {2, kCases[i].s, kCases[i].hq, 128}, ks[4] = {2, kCases[i].s, kCases[i].hkv, 128};
     const int64_t ls[3] = {2, kCases[i].hq, kCases[i].s};
     ops_tensor q, k, l;
-    OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
-    OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
-    OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+    described_call(qs, ks, ls, &q, &k, &l);
     ops_sdpa_params p;
     ops_sdpa_params_init(&p);
     p.causal = kCases[i].causal;
@@ -406,9 +413,7 @@ static void gpu_workspace_of_key_tiles_in_parts(void **state) {
   ops_handle v = opst_virtual_handle(90);
   const int64_t qs[4] = {1, 512, 32, 128}, ks[4] = {1, 512, 8, 128}, ls[3] = {1, 32, 512};
   ops_tensor q, k, l;
-  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
-  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
-  OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+  described_call(qs, ks, ls, &q, &k, &l);
   const size_t d_bytes = 512 * 32 * 4, acc_bytes = (size_t)512 * 32 * 128 * 4;
   const size_t turn_bytes = (size_t)(512 / 64 + 1 + 1) * 32 * 4, sums_bytes = (size_t)32 * 4 * 256 * 128 * 4;
   const size_t dflt = d_bytes + acc_bytes + 256 + sums_bytes;
@@ -446,9 +451,7 @@ static void gpu_handles_take_head_dims_up_to_256(void **state) {
       const int64_t qs[4] = {4, 1024, 16, kDim[i]}, ks[4] = {4, 1024, 4, kDim[i]}, ls[3] = {4, 16, 1024};
       const char *want = hw == 0 ? kHopper[i] : hw == 1 ? kTurns[i] : kMma[i];
       ops_tensor q, k, l;
-      OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
-      OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
-      OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+      described_call(qs, ks, ls, &q, &k, &l);
       size_t ws = 0;
       OPST_OK(ops_sdpa_backward_workspace_size(v, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &ws));
       ops_explain e;
@@ -474,9 +477,7 @@ static void gpu_handles_take_head_dims_up_to_256(void **state) {
   ops_handle l4 = opst_virtual_handle(89);
   const int64_t qs[4] = {4, 1024, 16, 256}, ks[4] = {4, 1024, 4, 256}, ls[3] = {4, 16, 1024};
   ops_tensor q, k, l;
-  OPST_OK(ops_tensor_init(&q, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs, NULL));
-  OPST_OK(ops_tensor_init(&k, NULL, OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks, NULL));
-  OPST_OK(ops_tensor_init(&l, NULL, OPS_DTYPE_F32, ops_device_cuda(0), 3, ls, NULL));
+  described_call(qs, ks, ls, &q, &k, &l);
   ops_explain e;
   e.struct_size = sizeof e;
   OPST_OK(ops_sdpa_backward_explain(l4, NULL, &q, &k, &k, &q, &l, &q, &q, &k, &k, &e));

@@ -2,8 +2,9 @@
 """The deterministic attention backward beside the default one, by shape: each shape's Hopper
 rows pinned (cuda_sdpa_backward_sm90_d<D> and its _det_ twin), GPU time of 20 calls captured in
 a CUDA graph (median of 7 replays), bf16, and the largest relative difference between the two
-rows' dq, dk, dv. The shapes are the small-batch causal ones where the deterministic rows' turns
-and parts matter. In the GPU bundle, with its PYTHONPATH and OPSLIB_LIBRARY:
+rows' dq, dk, dv, and the deterministic row's plan (explain's). The shapes are small-batch ones
+where the deterministic rows' turns and parts matter: causal, and without a mask in a wave of
+blocks (the walks round). In the GPU bundle, with its PYTHONPATH and OPSLIB_LIBRARY:
     python3 sdpa_bwd_det.py
 """
 import opslib
@@ -12,7 +13,9 @@ import torch
 # (batch, seqlen, query heads, KV heads, head dim, causal)
 SHAPES = [(1, 512, 32, 8, 128, 1), (1, 512, 32, 8, 128, 0), (1, 1024, 32, 8, 128, 1), (1, 512, 16, 16, 128, 0),
           (2, 512, 16, 4, 64, 1), (2, 300, 8, 2, 128, 1), (1, 2048, 16, 16, 128, 1), (2, 128, 8, 2, 128, 0),
-          (1, 1024, 16, 4, 64, 1), (1, 4096, 8, 8, 128, 1), (2, 2048, 32, 8, 128, 1), (4, 512, 16, 16, 64, 1)]
+          (1, 1024, 16, 4, 64, 1), (1, 4096, 8, 8, 128, 1), (2, 2048, 32, 8, 128, 1), (4, 512, 16, 16, 64, 1),
+          (1, 512, 16, 16, 64, 0), (4, 512, 8, 8, 64, 0), (1, 2048, 8, 8, 128, 0), (2, 1024, 8, 2, 128, 0),
+          (1, 1024, 4, 4, 256, 0), (2, 1024, 4, 4, 256, 0), (1, 4096, 2, 2, 256, 0)]
 
 
 def timed(fn, n=20, reps=7):
@@ -54,9 +57,11 @@ def main():
                                                          dv=dv, handle=h)))
             grads.append((dq.float(), dk.float(), dv.float()))
         err = max(((x - y).abs().max() / y.abs().max().clamp_min(1e-6)).item() for x, y in zip(*grads))
+        ex = opslib.explain("sdpa_backward", do, q, k, v, o, lse, causal=bool(causal), handle=h)
+        plan = next((v["plan"] for v in ex.verdicts if v["kernel"] == f"cuda_sdpa_backward_sm90_det_d{d}"), None)
         print(f"B{b} S{s} H{hq}:{hkv} d{d}{' causal' if causal else ''}: default {us[0]:8.1f} us, "
-              f"deterministic {us[1]:8.1f} us, det / default speed {us[0] / us[1]:.2f}, max rel diff {err:.2e}",
-              flush=True)
+              f"deterministic {us[1]:8.1f} us, det / default speed {us[0] / us[1]:.2f}, max rel diff {err:.2e}; "
+              f"det plan: {plan}", flush=True)
 
 
 if __name__ == "__main__":

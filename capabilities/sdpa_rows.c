@@ -534,9 +534,11 @@ static size_t bwd_sm90_det_workspace(const opsi_problem *p, int dp) {
 static const char *bwd_sm90_det_plan(const opsi_problem *p, int dp) {
   const int64_t *d = p->dims;
   const int32_t parts = bwd_sm90_parts(p, dp);
-  return opsi_sdpa_bwd_sm90_det_plan(opsi_sdpa_bwd_sm90_walk_desc(p->extra[0], p->extra[1], d[OPSI_SDPA_SQ],
-                                                                  d[OPSI_SDPA_SK], bwd_sm90_group(p), dp, parts),
-                                     parts);
+  const int64_t tiles = opsi_sdpa_bwd_sm90_key_tiles(d[OPSI_SDPA_B], d[OPSI_SDPA_HKV], d[OPSI_SDPA_SK], dp);
+  return opsi_sdpa_bwd_sm90_det_plan(
+      opsi_sdpa_bwd_sm90_walk_order(p->extra[0], p->extra[1], d[OPSI_SDPA_SQ], d[OPSI_SDPA_SK],
+                                    bwd_sm90_group(p), dp, parts, tiles, p->sm_count),
+      parts);
 }
 #define SDPA_BWD_SM90_FNS(ID, NAME, D)                                                                         \
   static void bwd_sm90_grid_##NAME(const opsi_problem *p, opsi_grid_estimate *e) { bwd_sm90_grid(p, D, e); }    \

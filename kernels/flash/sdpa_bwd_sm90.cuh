@@ -41,8 +41,8 @@
  * second, and so on: the longest walks start first, whatever the group.
  *
  * DET (bitwise reproducible dQ): the blocks of a (batch, KV head) take their turns at a (query
- * tile, head)'s accumulators in one of two orders (a kernel each, DESC by bg.walk_desc:
- * opsi_sdpa_bwd_sm90_walk_desc):
+ * tile, head)'s accumulators in one of three orders (bg.walk_order, chosen by shape:
+ * opsi_sdpa_bwd_sm90_walk_order; descending walks a kernel of their own):
  *   ascending walks: every block walks from its first tile, and the turns go from the last key
  *     tile that sees the query tile down to the first: the order in which causal walks reach
  *     it (a later key tile starts at a later query tile, one step ahead of the key tile before
@@ -54,10 +54,16 @@
  *     tile to the last: every key tile reaches it at the same step (causal walks differ only
  *     in where they end), each waiting for the ones before it at its first tile only, while
  *     the longest walks, the first key tiles', start first and never wait.
+ *   round (no mask: every key tile's walk takes the same steps): every block walks from a
+ *     place of its own, as the default kernels' do, and the turns at a step's tile go in the
+ *     order the walks' parts reach it (dq_turn_round), so that they reach their tiles a step
+ *     apart and hand over under that step. A block then also waits for blocks launched after
+ *     it: the launch is cooperative (every block resident at once).
  * Blocks launch in chunks of order_chunk (batch, KV head) groups (as many as a wave holds),
  * within a chunk every group's key tile of the first turn first (its parts side by side), then
- * the next, and so on: a block waits only for blocks launched before it. Walks in parts go
- * ascending, each part taking its run of the whole walk's steps and the turns there.
+ * the next, and so on: a block of the first two orders waits only for blocks launched before
+ * it. Walks in parts go ascending or round, each part taking its run of the whole walk's steps
+ * and the turns there.
  * A turn is an int32 counter a (query tile, head) in the workspace, zeroed by the dsum launch.
  * A keeper thread (the producer warpgroup's second warp) takes the block's turns up to two
  * tiles ahead of the dQ writer: once the counter counts the key tiles whose turn comes before
@@ -145,7 +151,9 @@ struct walk {
     total = (int64_t)tiles * group;
     const int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
     count = hi - lo;
-    first = total > 0 ? (int)(((rotate ? (int64_t)(n0 / bn) % total : 0) + lo) % total) : 0;
+    /* a place of the tile's own: its index mod total (the division only where it wraps) */
+    const int64_t own = rotate && total > 0 ? (n0 / bn < total ? n0 / bn : n0 / bn % (int)total) : 0;
+    first = (int)(own + lo < total ? own + lo : own + lo - total);
   }
 };
 
@@ -189,6 +197,15 @@ __device__ __forceinline__ int dq_turn(const sdpa_geom &g, const sdpa_seq &s, in
     }
   }
   return DESC ? blk - lo : lo - blk;
+}
+/* DET, round (a sequence's walk in parts of one length, `len` steps, its key tiles no more
+ * than that): how many key tiles take their turn before key tile `blk` (of `tiles`) at the
+ * tile of its part's step `d`. Key tile j's walk starts at its step j, so the tile of place q
+ * (in the (query head, query tile) order) is step (q - j) mod len of a part of key tile j:
+ * those of an earlier step, the key tiles blk + 1 .. blk + d (mod len). */
+__device__ __forceinline__ int dq_turn_round(int blk, int d, int len, int tiles) {
+  const int end = blk + d + 1;
+  return end <= len ? min(tiles, end) - blk - 1 : tiles - blk - 1 + min(tiles, end - len);
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -544,7 +561,13 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
    * takes the 64 x 64 piece whose column half (DP 128, the halves alternating from step to
    * step) or row half (DP 64, BM 128) is dq_half(it, cw); at DP 256, column half cw (64 x 128). */
   const auto dq_half = [](int64_t it, int cw) { return DP == 128 ? (int)((it + cw) & 1) : cw; };
-  const walk wk(g, s, n0, BN, BM, hk, !DET, parts, part);
+  /* the walks' order: round where the default kernels' (!DET) or DET's round order for a
+   * sequence whose walk's parts are of one length, its key tiles no more than that (else
+   * ascending) */
+  const int64_t steps = (int64_t)g.group * ((s.sq + BM - 1) / BM); /* parts: 1, 2, 4 or 8 */
+  const bool rot = !DET || (bg.walk_order == OPSI_SDPA_BWD_SM90_WALK_ROT && (steps & (parts - 1)) == 0 &&
+                            (s.sk + BN - 1) / BN <= steps >> (__ffs(parts) - 1));
+  const walk wk(g, s, n0, BN, BM, hk, rot, parts, part);
   const int bmap = sdpa_map_batch(g, b);
   /* DET: the turn counter of query head h's tile at row m0 (-1: none, for cu_seqlens that
    * reach past the workspace's tiles) */
@@ -640,7 +663,9 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         } else if (taking < wk.count && taking < ending + 2) {
           if (at == -2) {
             at = turn_of(ahead.h(), ahead.m0(BM));
-            need = at >= 0 ? dq_turn<DESC>(g, s, blk, ahead.t0 + ahead.ti, BN, BM) : 0;
+            need = at < 0 ? 0
+                   : rot ? dq_turn_round(blk, (int)taking, (int)wk.count, (s.sk + BN - 1) / BN)
+                           : dq_turn<DESC>(g, s, blk, ahead.t0 + ahead.ti, BN, BM);
           }
           if (at < 0 || turn_reached(bg.dq_turn + at, need)) {
             (taking & 1 ? pending_odd : pending_even) = at;
@@ -851,12 +876,14 @@ template <typename T> __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert
  * DET, right after its turns, which the dsum launch zeroes with them), the second and third
  * programmatic dependents of the one before;
  * `keys`: k has rows (else no main pass, and its maps are not made). map_dq: dq_acc as (DP
- * columns, heads_q, rows) f32, boxes of 32 x 1 x 64, 128-byte swizzle. */
+ * columns, heads_q, rows) f32, boxes of 32 x 1 x 64, 128-byte swizzle. DET's round order
+ * launches the main pass cooperatively; where the device cannot hold every block at once (a
+ * share of its SMs), it runs ascending instead. walk_order: the order the main pass ran. */
 template <typename T, int DP, bool DET>
 cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
                                  const CUtensorMap &map_do, const CUtensorMap &map_dq, const sdpa_bwd_geom &bg,
-                                 bool keys, int sm_count,
-                                 cudaStream_t stream, int32_t *grid, int32_t *block, int32_t *smem_bytes) {
+                                 bool keys, int sm_count, cudaStream_t stream, int32_t *grid, int32_t *block,
+                                 int32_t *smem_bytes, int32_t *walk_order) {
   using C = cfg<DP>;
   const sdpa_geom &g = bg.f;
   const int parts = bg.kv_parts < 1 ? 1 : bg.kv_parts; /* the key tiles' parts, side by side */
@@ -867,10 +894,11 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   fa2bwd::launch_dsum<T>(zg, sm_count, stream);
   constexpr bool SPLITS = DP != 256; /* the kernels whose key tiles may be cut in parts */
   /* DESC given as DET: the default kernels instantiate no descending twin; DET's descending
-   * walks are whole (opsi_sdpa_bwd_sm90_walk_desc) */
-  const auto kernel = DET && bg.walk_desc ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
-                      : parts == 1         ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
-                                           : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
+   * walks are whole (opsi_sdpa_bwd_sm90_walk_order) */
+  const bool desc = DET && bg.walk_order == OPSI_SDPA_BWD_SM90_WALK_DESC;
+  const auto kernel = desc         ? sdpa_bwd_sm90_kernel<T, DP, DET, false, DET>
+                      : parts == 1 ? sdpa_bwd_sm90_kernel<T, DP, DET, false>
+                                   : sdpa_bwd_sm90_kernel<T, DP, DET, SPLITS>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   sdpa_bwd_geom kg = bg;
@@ -881,14 +909,28 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
   kg.order_chunk = DET || uneven ? wave_groups : 0;
   /* the main pass and the dQ conversion as programmatic dependent launches: each is resident
    * and set up while the launch before it drains (each waits before it reads what that wrote) */
-  cudaLaunchAttribute pdl[1];
+  cudaLaunchAttribute pdl[2];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  pdl[1].id = cudaLaunchAttributeCooperative;
+  pdl[1].val.cooperative = 1;
   cudaLaunchConfig_t lc = {};
   lc.stream = stream, lc.attrs = pdl, lc.numAttrs = 1;
+  *walk_order = DET ? bg.walk_order : OPSI_SDPA_BWD_SM90_WALK_ASC;
   if (keys && gk.x > 0) {
     lc.gridDim = gk, lc.blockDim = dim3(C::THREADS), lc.dynamicSmemBytes = C::SMEM_BYTES;
-    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, map_dq, kg);
+    if (DET && bg.walk_order == OPSI_SDPA_BWD_SM90_WALK_ROT) {
+      lc.numAttrs = 2;
+      e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, map_dq, kg);
+      lc.numAttrs = 1;
+      if (e == cudaErrorCooperativeLaunchTooLarge) { /* not every block resident at once */
+        (void)cudaGetLastError();
+        kg.walk_order = *walk_order = OPSI_SDPA_BWD_SM90_WALK_ASC;
+        e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, map_dq, kg);
+      }
+    } else {
+      e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_do, map_dq, kg);
+    }
     if (e != cudaSuccess) return e;
   }
   if (bg.rows > 0 && g.heads_q > 0 && g.d > 0) {
@@ -910,7 +952,7 @@ cudaError_t launch_sdpa_bwd_sm90(const CUtensorMap &map_q, const CUtensorMap &ma
 #define OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, DET)                                                                  \
   template cudaError_t opsi::fa3bwd::launch_sdpa_bwd_sm90<T, DP, DET>(                                           \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &,   \
-      const opsi::fa3bwd::sdpa_bwd_geom &, bool, int, cudaStream_t, int32_t *, int32_t *, int32_t *);
+      const opsi::fa3bwd::sdpa_bwd_geom &, bool, int, cudaStream_t, int32_t *, int32_t *, int32_t *, int32_t *);
 #define OPSI_SDPA_BWD_SM90_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, false)
 #define OPSI_SDPA_BWD_SM90_DET_INSTANTIATE(T, DP) OPSI_SDPA_BWD_SM90_TEMPLATE(T, DP, true)
 

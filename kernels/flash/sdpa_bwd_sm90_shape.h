@@ -70,8 +70,8 @@ static inline size_t opsi_sdpa_bwd_sm90_workspace(int64_t tokens_q, int64_t head
  * (its 256 consumer threads' accumulators) and counts itself in on an int32 counter a key tile
  * (zeroed by the launch that computes D); the part that counts last adds the parts' sums in
  * part order and stores dK and dV: the same sum whichever part finishes last. A deterministic
- * part (walking ascending: walk_desc below) takes dQ's turns at its steps' query tiles as the
- * whole walk would (a turn is a key tile's, whichever part has the step). parts: the most of
+ * part (walking ascending or round: walk_order below) takes dQ's turns at its steps' query
+ * tiles (a turn is a key tile's, whichever part has the step). parts: the most of
  * 2, 4 and 8
  * whose blocks fit one wave (a block an SM) with at least SPLIT_MIN_STEPS steps a part on a
  * walk over every query tile (group x query tiles); 1 where none does, and at DP 256, whose
@@ -145,35 +145,69 @@ static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_
   return opsi_sdpa_bwd_sm90_with_parts(opsi_sdpa_bwd_sm90_workspace(tokens_q, heads_q, dp), tiles, parts, dp);
 }
 
-/* The deterministic kernels' order (sdpa_bwd_sm90.cuh, DET): walks from the last query tile,
- * turns from the first key tile (1), where a causal mask or a window cuts the walks (uneven),
- * the key tiles' walks are whole (parts 1), and either each key tile's walk is at least
- * DESC_SHRINK steps shorter than the one before it (group x BN / BM: the query tiles of BM rows
- * its BN keys drop, for each query head), so that a turn's hand-over hides under those steps,
- * or a (batch, KV head) has at most DESC_TILES key tiles, so that its line of turns is short;
- * else walks from the first query tile, turns from the last key tile (0), whose causal turns
- * follow one step apart. Walks in parts go ascending: a part's first steps are then its own
- * (in order, one query head of the group after the other), where descending parts would all
- * begin at the last query tile and take their turns there one after the other. */
+/* The deterministic kernels' order of walks and turns (sdpa_bwd_sm90.cuh, DET), by shape:
+ *   WALK_ROT (2): where no mask cuts the walks, a (batch, KV head) has more than one key tile
+ *     and the walk's steps (group x query tiles of BM) cut into parts of one length, no fewer
+ *     steps than key tiles, and the whole grid (key tiles x parts) fits one wave of blocks (at
+ *     most sm_count): key tile j's walk starts at its step j, as the default kernels' do, and
+ *     the turns at a query tile go in the order the walks' parts reach it, a step apart, so
+ *     that a turn's hand-over hides under a step; the turns then go round (a block waits for
+ *     blocks launched after it too), so the blocks launch cooperatively (all resident at once,
+ *     or the launch falls back to WALK_ASC). A sequence of cu_seqlens whose steps do not
+ *     (parts of unequal length, more key tiles than a part's steps) walks ascending.
+ *   WALK_DESC (1): walks from the last query tile, turns from the first key tile, where a
+ *     causal mask or a window cuts the walks (uneven), the key tiles' walks are whole (parts 1),
+ *     and either each key tile's walk is at least DESC_SHRINK steps shorter than the one
+ *     before it (group x BN / BM: the query tiles of BM rows its BN keys drop, for each query
+ *     head), so that a turn's hand-over hides under those steps, or a (batch, KV head) has at
+ *     most DESC_TILES key tiles, so that its line of turns is short.
+ *   WALK_ASC (0): else walks from the first query tile, turns from the last key tile, whose
+ *     causal turns follow one step apart; without a mask every walk reaches a query tile at the
+ *     same step, and a key tile's turns wait for every later one's. Walks in parts go
+ *     ascending (or round): a part's first steps are then its own (in order, one query head of
+ *     the group after the other), where descending parts would all begin at the last query
+ *     tile and take their turns there one after the other. */
+#define OPSI_SDPA_BWD_SM90_WALK_ASC 0
+#define OPSI_SDPA_BWD_SM90_WALK_DESC 1
+#define OPSI_SDPA_BWD_SM90_WALK_ROT 2
 #define OPSI_SDPA_BWD_SM90_DESC_SHRINK 4
 #define OPSI_SDPA_BWD_SM90_DESC_TILES 4
-static inline int opsi_sdpa_bwd_sm90_walk_desc(int64_t window_left, int64_t window_right, int64_t seqlen_q,
-                                               int64_t seqlen_k, int64_t group, int dp, int32_t parts) {
-  if (parts > 1 || !opsi_sdpa_bwd_sm90_uneven(window_left, window_right, seqlen_q, seqlen_k)) return 0;
-  const int64_t shrink = group * (OPSI_SDPA_BWD_SM90_BN_OF(dp) / OPSI_SDPA_BWD_SM90_BM_OF(dp));
-  const int64_t bn = OPSI_SDPA_BWD_SM90_BN_OF(dp);
-  return shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK || (seqlen_k + bn - 1) / bn <= OPSI_SDPA_BWD_SM90_DESC_TILES;
+/* tiles: the call's key tiles (key_tiles above); the main pass runs tiles x parts blocks (parts
+ * > 1 only where tiles are few) */
+static inline int32_t opsi_sdpa_bwd_sm90_walk_order(int64_t window_left, int64_t window_right,
+                                                    int64_t seqlen_q, int64_t seqlen_k, int64_t group, int dp,
+                                                    int32_t parts, int64_t tiles, int64_t sm_count) {
+  const int64_t bn = OPSI_SDPA_BWD_SM90_BN_OF(dp), key_tiles = (seqlen_k + bn - 1) / bn;
+  if (!opsi_sdpa_bwd_sm90_uneven(window_left, window_right, seqlen_q, seqlen_k)) {
+    const int64_t steps =
+        group * ((seqlen_q + OPSI_SDPA_BWD_SM90_BM_OF(dp) - 1) / OPSI_SDPA_BWD_SM90_BM_OF(dp));
+    const int fits = tiles > 0 && tiles <= sm_count && tiles * parts <= sm_count;
+    return key_tiles > 1 && parts > 0 && steps % parts == 0 && key_tiles <= steps / parts && fits
+               ? OPSI_SDPA_BWD_SM90_WALK_ROT
+               : OPSI_SDPA_BWD_SM90_WALK_ASC;
+  }
+  if (parts > 1) return OPSI_SDPA_BWD_SM90_WALK_ASC;
+  const int64_t shrink = group * (bn / OPSI_SDPA_BWD_SM90_BM_OF(dp));
+  return shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK || key_tiles <= OPSI_SDPA_BWD_SM90_DESC_TILES
+             ? OPSI_SDPA_BWD_SM90_WALK_DESC
+             : OPSI_SDPA_BWD_SM90_WALK_ASC;
 }
 #define OPSI_SDPA_BWD_SM90_PLAN_DET_DESC "walks from the last query tile, turns from the first key tile"
 #define OPSI_SDPA_BWD_SM90_PLAN_DET_ASC "walks from the first query tile, turns from the last key tile"
+#define OPSI_SDPA_BWD_SM90_PLAN_DET_ROT \
+  "walks from a place of their own, turns in the order the walks reach a query tile, every block resident"
 #define OPSI_SDPA_BWD_SM90_PLAN_DET(order, n) order "; " OPSI_SDPA_BWD_SM90_PLAN_PARTS(n)
-static inline const char *opsi_sdpa_bwd_sm90_det_plan(int desc, int32_t parts) {
-  switch (parts * 2 + (desc != 0)) {
-    case 2: return OPSI_SDPA_BWD_SM90_PLAN_DET_ASC;
-    case 3: return OPSI_SDPA_BWD_SM90_PLAN_DET_DESC;
-    case 4: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 2);
-    case 8: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 4);
-    case 16: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 8);
+static inline const char *opsi_sdpa_bwd_sm90_det_plan(int32_t order, int32_t parts) {
+  switch (parts * 3 + order) {
+    case 3: return OPSI_SDPA_BWD_SM90_PLAN_DET_ASC;
+    case 4: return OPSI_SDPA_BWD_SM90_PLAN_DET_DESC;
+    case 5: return OPSI_SDPA_BWD_SM90_PLAN_DET_ROT;
+    case 6: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 2);
+    case 8: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ROT, 2);
+    case 12: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 4);
+    case 14: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ROT, 4);
+    case 24: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ASC, 8);
+    case 26: return OPSI_SDPA_BWD_SM90_PLAN_DET(OPSI_SDPA_BWD_SM90_PLAN_DET_ROT, 8);
     default: return "the turns' order, each key tile's walk in parts (unlisted count or order)";
   }
 }

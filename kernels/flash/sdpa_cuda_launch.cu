@@ -230,9 +230,9 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   }
   const opsi_sdpa_geom &g = bg.f;
   if (DET) {
-    bg.walk_desc =
-        opsi_sdpa_bwd_sm90_walk_desc(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k, g.group, DP, parts);
-    ctx->info->plan = opsi_sdpa_bwd_sm90_det_plan(bg.walk_desc, parts);
+    bg.walk_order = opsi_sdpa_bwd_sm90_walk_order(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k,
+                                                  g.group, DP, parts, tiles, ctx->sm_count);
+    ctx->info->plan = opsi_sdpa_bwd_sm90_det_plan(bg.walk_order, parts);
   } else {
     ctx->info->plan =
         opsi_sdpa_bwd_sm90_plan(parts, opsi_sdpa_bwd_sm90_uneven(g.window_left, g.window_right, g.seqlen_q, g.seqlen_k));
@@ -259,13 +259,15 @@ template <int DP, bool DET> ops_status run_bwd_sm90(const opsi_launch *ctx, cons
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
-  const cudaError_t e =
-      a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP, DET>(mq, mk, mv, mdo, mdq, bg, keys, ctx->sm_count,
-                                                                       stream, info->grid, info->block,
-                                                                       &info->smem_bytes)
-          : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP, DET>(mq, mk, mv, mdo, mdq, bg, keys, ctx->sm_count, stream,
-                                                                info->grid, info->block, &info->smem_bytes);
+  int32_t ran = bg.walk_order;
+  const cudaError_t e = a->q.dtype == OPS_DTYPE_BF16
+                            ? opsi::fa3bwd::launch_sdpa_bwd_sm90<__nv_bfloat16, DP, DET>(
+                                  mq, mk, mv, mdo, mdq, bg, keys, ctx->sm_count, stream, info->grid,
+                                  info->block, &info->smem_bytes, &ran)
+                            : opsi::fa3bwd::launch_sdpa_bwd_sm90<__half, DP, DET>(
+                                  mq, mk, mv, mdo, mdq, bg, keys, ctx->sm_count, stream, info->grid,
+                                  info->block, &info->smem_bytes, &ran);
+  if (DET && ran != bg.walk_order) info->plan = opsi_sdpa_bwd_sm90_det_plan(ran, parts); /* round refused */
   return opsi::launch_status(ctx, e);
 }
 

@@ -68,7 +68,7 @@ typedef struct opsi_sdpa_bwd_geom {
   int32_t *dq_turn;
   int64_t dq_turns;
   int32_t order_chunk; /* the Hopper main pass's launch order: groups a chunk (0: the grid's) */
-  int32_t walk_desc;   /* the deterministic Hopper kernels' order of walks and turns (sdpa_bwd_sm90.cuh) */
+  int32_t walk_order;  /* the deterministic Hopper kernels' order of walks and turns (sdpa_bwd_sm90_shape.h) */
   float *kv_sums;
   int32_t kv_parts;
   int64_t rows;  /* query rows of the call: batch x seqlen_q, varlen the packed rows */

@@ -685,30 +685,41 @@ static void launch_variants_are_rows_or_plans(void **state) {
    * the key tiles fill too little of a wave (B1 S512 GQA 32:8: 32 key tiles on 132 SMs, 4
    * parts), a block a key tile where they fill it (B16 S256 H32: 1024), and launches causal
    * walks longest first; the deterministic row walks from the last query tile where causal
-   * walks shrink by a GQA group's steps a key tile or the key tiles are few, else from the
-   * first, and cuts its key tiles' walks in the default row's parts (then walking from the
-   * first) */
+   * walks shrink by a GQA group's steps a key tile or the key tiles are few, from a place of
+   * each walk's own where no mask cuts the walks and the blocks fit a wave (B1 S512: 32 or 64
+   * key tiles, in 4 or 2 parts; B1 S256 H8: 16 key tiles), else from the first, and cuts its
+   * key tiles' walks in the default row's parts */
   static const char *const kAsc = "walks from the first query tile, turns from the last key tile";
   static const char *const kDesc = "walks from the last query tile, turns from the first key tile";
   static const char *const kParts4 =
       "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order";
+  static const char *const kRot =
+      "walks from a place of their own, turns in the order the walks reach a query tile, every block "
+      "resident";
   static const struct {
     int64_t b, s, hq, hkv;
     int causal;
     const char *plan, *det_plan;
-  } kBwd[5] = {{1, 512, 32, 8, 1,
-                "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the longest "
-                "walks launched first",
-                "walks from the first query tile, turns from the last key tile; each key tile's walk in 4 parts, "
-                "the last to finish adds their dK, dV in part order"},
-               {1, 512, 32, 8, 0, kParts4,
-                "walks from the first query tile, turns from the last key tile; each key tile's walk in 4 parts, "
-                "the last to finish adds their dK, dV in part order"},
-               {16, 256, 32, 32, 1, "a block a key tile, the longest walks launched first", kDesc},
-               {16, 256, 32, 32, 0, "a block a key tile", kAsc},
-               {2, 4096, 16, 16, 1, "a block a key tile, the longest walks launched first", kAsc}};
-  for (int c = 0; c < 5; ++c) {
-    const int64_t qs2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hq, 128}, ks2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hkv, 128},
+  } kBwd[7] = {
+      {1, 512, 32, 8, 1,
+       "each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order; the longest "
+       "walks launched first",
+       "walks from the first query tile, turns from the last key tile; each key tile's walk in 4 parts, "
+       "the last to finish adds their dK, dV in part order"},
+      {1, 512, 32, 8, 0, kParts4,
+       "walks from a place of their own, turns in the order the walks reach a query tile, every block "
+       "resident; each key tile's walk in 4 parts, the last to finish adds their dK, dV in part order"},
+      {1, 512, 16, 16, 0,
+       "each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order",
+       "walks from a place of their own, turns in the order the walks reach a query tile, every block "
+       "resident; each key tile's walk in 2 parts, the last to finish adds their dK, dV in part order"},
+      {16, 256, 32, 32, 1, "a block a key tile, the longest walks launched first", kDesc},
+      {16, 256, 32, 32, 0, "a block a key tile", kAsc},
+      {2, 4096, 16, 16, 1, "a block a key tile, the longest walks launched first", kAsc},
+      {1, 256, 8, 8, 0, "a block a key tile", kRot}};
+  for (int c = 0; c < 7; ++c) {
+    const int64_t qs2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hq, 128},
+                  ks2[4] = {kBwd[c].b, kBwd[c].s, kBwd[c].hkv, 128},
                   ls2[3] = {kBwd[c].b, kBwd[c].hq, kBwd[c].s};
     ops_tensor tq = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, qs2), tk = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 4, ks2);
     ops_tensor tl = desc(OPS_DTYPE_F32, ops_device_cuda(0), 3, ls2);

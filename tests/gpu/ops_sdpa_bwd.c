@@ -263,9 +263,13 @@ static int reproducible_case(const char *what, int64_t batch, int64_t sq, int64_
 /* The deterministic promise of the backward rows, bf16: a causal GQA call (2 x 8 heads over 2
  * KV heads, 300 x 333, d 128: 12 key tiles, their walks in 4 parts on Hopper; and 4 heads over
  * 2, d 256); 512 x 512, 32 heads over 8, causal (32 key tiles in 4 parts); 1500 queries over
- * 2100 keys (17 key tiles of 128 a head, each seeing every query tile: the longest line of
- * turns; in 4 parts on Hopper), 4 heads over 1, d 64, no mask; the same with a window of 700
- * keys on the left (the key tiles that see a query tile, a moving run). */
+ * 2100 keys (17 key tiles of 128 a head, each seeing every query tile; on Hopper in 4 parts of
+ * 12 steps, ascending), 4 heads over 1, d 64, no mask; the same with a window of 700 keys on the
+ * left (the key tiles that see a query tile, a moving run); 100 queries over 1000 keys, 4 heads
+ * over 2, d 128, no mask (on Hopper 8 key tiles over 4 steps: ascending, their blocks a wave);
+ * 2 x 600 x 600, 8 heads over 2, d 128, no mask (5 key tiles a KV head walking round, in 4
+ * parts of 10 steps; at d 256 10 key tiles over 40 steps); 512 x 512, 16 heads, d 64, no mask
+ * (4 key tiles a head walking round over 4 steps, whole). */
 void sdpa_backward_is_reproducible(void **state) {
   (void)state;
   if (!g_have_cuda) {
@@ -276,5 +280,9 @@ void sdpa_backward_is_reproducible(void **state) {
   assert_true(reproducible_case("a causal GQA backward at d 256", 1, 300, 333, 4, 2, 256, 1, -1, 1) > 0);
   assert_true(reproducible_case("a 512 x 512 causal GQA 32:8 backward", 1, 512, 512, 32, 8, 128, 1, -1, 1) > 0);
   assert_true(reproducible_case("a 1500 x 2100 backward", 1, 1500, 2100, 4, 1, 64, 0, -1, 1) > 0);
-  assert_true(reproducible_case("a 1500 x 2100 backward, window 700", 1, 1500, 2100, 4, 1, 64, 0, 700, 0) > 0);
+  assert_true(reproducible_case("a 1500 x 2100 backward, window 700", 1, 1500, 2100, 4, 1, 64, 0, 700, 0) >
+              0);
+  assert_true(reproducible_case("a 100 x 1000 GQA backward", 1, 100, 1000, 4, 2, 128, 0, -1, 1) > 0);
+  assert_true(reproducible_case("a 600 x 600 GQA backward", 2, 600, 600, 8, 2, 128, 0, -1, 1) > 0);
+  assert_true(reproducible_case("a 512 x 512 backward, 16 heads", 1, 512, 512, 16, 16, 64, 0, -1, 1) > 0);
 }

@@ -368,22 +368,31 @@ static void described_call(const int64_t qs[4], const int64_t ks[4], const int64
 }
 
 /* A described Hopper, deterministic: the order of walks and turns explain states, by shape
- * (sdpa_bwd_sm90_shape.h's walk_desc): causal with a GQA group of 4 (walks 8 steps shorter a
+ * (sdpa_bwd_sm90_shape.h's walk_order): causal with a GQA group of 4 (walks 8 steps shorter a
  * key tile at d128) or few key tiles, walks from the last query tile; causal with long MHA
- * heads, any call without a mask, and key tiles in parts (2 x 8 KV heads x 4 key tiles: 64,
- * 2 parts each), walks from the first. */
+ * heads, a call without a mask whose blocks exceed a wave (2 x 8 KV heads x 32 key tiles), and
+ * causal key tiles in parts (2 x 8 KV heads x 4 key tiles: 64, 2 parts each), walks from the
+ * first, as does one in a wave with more key tiles than steps (2 x 2 KV heads x 8 key tiles over
+ * 2 query tiles); without a mask in one wave (2 x 16 heads x 4 key tiles: 128 blocks), walks
+ * round. */
 static void gpu_deterministic_walk_order(void **state) {
   (void)state;
   ops_handle v = opst_virtual_handle(90);
   OPST_OK(ops_handle_set_deterministic(v, 1));
+  static const char *const kWant[3] = {
+      "walks from the first query tile, turns from the last key tile",
+      "walks from the last query tile, turns from the first key tile",
+      "walks from a place of their own, turns in the order the walks reach a query "
+      "tile, every block resident"};
   static const struct {
-    int64_t s, hq, hkv;
-    int causal, desc;
-  } kCases[] = {{2048, 32, 8, 1, 1}, {4096, 16, 16, 1, 0}, {512, 16, 16, 1, 1}, {4096, 32, 8, 0, 0},
-                {512, 32, 8, 1, 0}};
+    int64_t sq, sk, hq, hkv;
+    int causal, order;
+  } kCases[] = {{2048, 2048, 32, 8, 1, 1}, {4096, 4096, 16, 16, 1, 0}, {512, 512, 16, 16, 1, 1},
+                {4096, 4096, 32, 8, 0, 0}, {512, 512, 32, 8, 1, 0},    {512, 512, 16, 16, 0, 2},
+                {100, 1000, 2, 2, 0, 0}};
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
-    const int64_t qs[4] = {2, kCases[i].s, kCases[i].hq, 128}, ks[4] = {2, kCases[i].s, kCases[i].hkv, 128};
-    const int64_t ls[3] = {2, kCases[i].hq, kCases[i].s};
+    const int64_t qs[4] = {2, kCases[i].sq, kCases[i].hq, 128}, ks[4] = {2, kCases[i].sk, kCases[i].hkv, 128};
+    const int64_t ls[3] = {2, kCases[i].hq, kCases[i].sq};
     ops_tensor q, k, l;
     described_call(qs, ks, ls, &q, &k, &l);
     ops_sdpa_params p;
@@ -396,9 +405,7 @@ static void gpu_deterministic_walk_order(void **state) {
     ops_explain_to_text(&e, text, sizeof text);
     assert_true(e.chosen >= 0);
     assert_string_equal(e.verdicts[e.chosen].kernel_name, "cuda_sdpa_backward_sm90_det_d128");
-    const char *want = kCases[i].desc ? "walks from the last query tile, turns from the first key tile"
-                                      : "walks from the first query tile, turns from the last key tile";
-    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, kWant[kCases[i].order]));
   }
   ops_handle_destroy(v);
 }

@@ -159,8 +159,11 @@ static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_
  *     causal mask or a window cuts the walks (uneven), the key tiles' walks are whole (parts 1),
  *     and either each key tile's walk is at least DESC_SHRINK steps shorter than the one
  *     before it (group x BN / BM: the query tiles of BM rows its BN keys drop, for each query
- *     head), so that a turn's hand-over hides under those steps, or a (batch, KV head) has at
- *     most DESC_TILES key tiles, so that its line of turns is short.
+ *     head), so that a turn's hand-over hides under those steps, or at least DESC_SHRINK_FEW
+ *     steps shorter where the blocks fill at most DESC_WAVES waves (sm_count blocks a wave;
+ *     ascending walks launch their shortest first, which leaves the SMs of the first waves
+ *     idle), or a (batch, KV head) has at most DESC_TILES key tiles, so that its line of turns
+ *     is short.
  *   WALK_ASC (0): else walks from the first query tile, turns from the last key tile, whose
  *     causal turns follow one step apart; without a mask every walk reaches a query tile at the
  *     same step, and a key tile's turns wait for every later one's. Walks in parts go
@@ -171,6 +174,8 @@ static inline size_t opsi_sdpa_bwd_sm90_split_workspace(int64_t tokens_q, int64_
 #define OPSI_SDPA_BWD_SM90_WALK_DESC 1
 #define OPSI_SDPA_BWD_SM90_WALK_ROT 2
 #define OPSI_SDPA_BWD_SM90_DESC_SHRINK 4
+#define OPSI_SDPA_BWD_SM90_DESC_SHRINK_FEW 2
+#define OPSI_SDPA_BWD_SM90_DESC_WAVES 4
 #define OPSI_SDPA_BWD_SM90_DESC_TILES 4
 /* tiles: the call's key tiles (key_tiles above); the main pass runs tiles x parts blocks (parts
  * > 1 only where tiles are few) */
@@ -188,7 +193,9 @@ static inline int32_t opsi_sdpa_bwd_sm90_walk_order(int64_t window_left, int64_t
   }
   if (parts > 1) return OPSI_SDPA_BWD_SM90_WALK_ASC;
   const int64_t shrink = group * (bn / OPSI_SDPA_BWD_SM90_BM_OF(dp));
-  return shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK || key_tiles <= OPSI_SDPA_BWD_SM90_DESC_TILES
+  const int few_waves = tiles > 0 && sm_count > 0 && tiles <= OPSI_SDPA_BWD_SM90_DESC_WAVES * sm_count;
+  return shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK || (shrink >= OPSI_SDPA_BWD_SM90_DESC_SHRINK_FEW && few_waves) ||
+                 key_tiles <= OPSI_SDPA_BWD_SM90_DESC_TILES
              ? OPSI_SDPA_BWD_SM90_WALK_DESC
              : OPSI_SDPA_BWD_SM90_WALK_ASC;
 }

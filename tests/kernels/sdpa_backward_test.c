@@ -369,8 +369,9 @@ static void described_call(const int64_t qs[4], const int64_t ks[4], const int64
 
 /* A described Hopper, deterministic: the order of walks and turns explain states, by shape
  * (sdpa_bwd_sm90_shape.h's walk_order): causal with a GQA group of 4 (walks 8 steps shorter a
- * key tile at d128) or few key tiles, walks from the last query tile; causal with long MHA
- * heads, a call without a mask whose blocks exceed a wave (2 x 8 KV heads x 32 key tiles), and
+ * key tile at d128), few key tiles, or MHA (2 steps shorter) in at most 4 waves of blocks (2 x
+ * 16 heads x 16 key tiles), walks from the last query tile; causal with long MHA heads (1024
+ * blocks), a call without a mask whose blocks exceed a wave (2 x 8 KV heads x 32 key tiles), and
  * causal key tiles in parts (2 x 8 KV heads x 4 key tiles: 64, 2 parts each), walks from the
  * first, as does one in a wave with more key tiles than steps (2 x 2 KV heads x 8 key tiles over
  * 2 query tiles); without a mask in one wave (2 x 16 heads x 4 key tiles: 128 blocks), walks
@@ -389,7 +390,7 @@ static void gpu_deterministic_walk_order(void **state) {
     int causal, order;
   } kCases[] = {{2048, 2048, 32, 8, 1, 1}, {4096, 4096, 16, 16, 1, 0}, {512, 512, 16, 16, 1, 1},
                 {4096, 4096, 32, 8, 0, 0}, {512, 512, 32, 8, 1, 0},    {512, 512, 16, 16, 0, 2},
-                {100, 1000, 2, 2, 0, 0}};
+                {100, 1000, 2, 2, 0, 0},  {2048, 2048, 16, 16, 1, 1}};
   for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; ++i) {
     const int64_t qs[4] = {2, kCases[i].sq, kCases[i].hq, 128}, ks[4] = {2, kCases[i].sk, kCases[i].hkv, 128};
     const int64_t ls[3] = {2, kCases[i].hq, kCases[i].sq};

@@ -6,7 +6,14 @@ rows' dq, dk, dv, and the deterministic row's plan (explain's). The shapes are s
 where the deterministic rows' turns and parts matter: causal, and without a mask in a wave of
 blocks (the walks round). In the GPU bundle, with its PYTHONPATH and OPSLIB_LIBRARY:
     python3 sdpa_bwd_det.py
+    python3 sdpa_bwd_det.py --handover
+The second times a turn's hand-over: 64 query rows of one head over K key tiles of 128, no mask,
+so that every key tile's walk is one step at the same query tile and the deterministic row's
+turns there run one after the other (more key tiles than steps: ascending); the slope of the
+deterministic row's time over K, beside the default row's, is one hand-over.
 """
+import sys
+
 import opslib
 import torch
 
@@ -43,6 +50,22 @@ def timed(fn, n=20, reps=7):
     return sorted(times)[len(times) // 2]
 
 
+def handover():
+    for d in (128, 64):
+        for tiles in (8, 32, 64, 128):
+            q, do = (torch.randn(1, 64, 1, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            k, v = (torch.randn(1, 128 * tiles, 1, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            o, lse = opslib.sdpa(q, k, v, return_lse=True)
+            us = []
+            for name in (f"cuda_sdpa_backward_sm90_d{d}", f"cuda_sdpa_backward_sm90_det_d{d}"):
+                h = opslib.Handle("cuda")
+                h.pin_kernel(name)
+                dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                us.append(timed(lambda: opslib.sdpa_backward(do, q, k, v, o, lse, dq=dq, dk=dk, dv=dv, handle=h)))
+            print(f"d{d}, {tiles:3d} key tiles: default {us[0]:7.1f} us, deterministic {us[1]:7.1f} us, "
+                  f"{(us[1] - us[0]) / tiles:5.2f} us more a key tile", flush=True)
+
+
 def main():
     for b, s, hq, hkv, d, causal in SHAPES:
         q, do = (torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -65,4 +88,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    handover() if "--handover" in sys.argv[1:] else main()

@@ -68,10 +68,9 @@
  * A keeper thread (the producer warpgroup's second warp) takes the block's turns up to two
  * tiles ahead of the dQ writer: once the counter counts the key tiles whose turn comes before
  * its own, it opens the tile's turn mbarrier; the writer waits on that, adds, waits for its
- * reductions to complete and arrives on the tile's added mbarrier; the keeper then makes the
- * additions visible (fence) and counts the block in, polling both without waiting on either,
- * so that a turn it waits for never holds back one it hands on. The consumers neither poll
- * nor fence.
+ * reductions to complete, makes them visible (fence), counts the block in and arrives on the
+ * tile's added mbarrier, which the keeper polls beside the next turn's counter (the two
+ * tiles it may run ahead). The consumers neither poll nor fence.
  * A dQ piece's rows past its sequence's end (its tile's last rows) are zeros (P is 0 there),
  * which the reduction adds to the next sequence's rows or clips at the tensor's end: adding
  * +-0 changes no sum, in any order.
@@ -617,7 +616,7 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
       }
     } else if (warp == 2 && lane == 0) {
       /* the dQ writer: each step's two pieces into the accumulators, in the consumers' order;
-       * DET: at the block's turn, complete (and visible: the keeper fences) before the keeper
+       * DET: at the block's turn, complete and visible, the turn counted in, before the keeper
        * is told */
       walk_cursor<DESC> cur(wk);
       for (int64_t it = 0; it < wk.count; ++it, cur.advance()) {
@@ -638,27 +637,28 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
         }
         bulk_commit();
         if (DET) {
-          bulk_wait<0>();
+          bulk_wait<0>(); /* the pieces read and added: the consumers may write the next ones */
+          mbar_arrive(&sm.dq_empty[0]);
+          mbar_arrive(&sm.dq_empty[1]);
           fence_proxy_async_global();
+          const int at = turn_of(h, cur.m0(BM));
+          if (at >= 0) end_turn(bg.dq_turn + at);
           mbar_arrive(&sm.added[it & 1]);
         } else {
           bulk_wait_read<0>();
+          mbar_arrive(&sm.dq_empty[0]);
+          mbar_arrive(&sm.dq_empty[1]);
         }
-        mbar_arrive(&sm.dq_empty[0]);
-        mbar_arrive(&sm.dq_empty[1]);
       }
       bulk_wait<0>(); /* every addition complete before the block exits */
     } else if (DET && warp == 1 && lane == 0) {
       /* the keeper, polling two things at once so that neither waits for the other: the
        * turn of tile `taking` (at most two tiles ahead of the writer's additions; its
-       * counter and the count to wait for: at, need), and the additions of tile `ending` (its
-       * counter: `pending` of the even or of the odd tiles) */
+       * counter and the count to wait for: at, need), and the writer's end of tile `ending` */
       walk_cursor<DESC> ahead(wk);
-      int pending_even = -1, pending_odd = -1, at = -2, need = 0;
+      int at = -2, need = 0;
       for (int64_t taking = 0, ending = 0; ending < wk.count;) {
         if (ending < taking && mbar_done(&sm.added[ending & 1], (uint32_t)(ending >> 1) & 1)) {
-          const int done = ending & 1 ? pending_odd : pending_even;
-          if (done >= 0) end_turn(bg.dq_turn + done);
           ++ending;
         } else if (taking < wk.count && taking < ending + 2) {
           if (at == -2) {
@@ -668,7 +668,6 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
                            : dq_turn<DESC>(g, s, blk, ahead.t0 + ahead.ti, BN, BM);
           }
           if (at < 0 || turn_reached(bg.dq_turn + at, need)) {
-            (taking & 1 ? pending_odd : pending_even) = at;
             mbar_arrive(&sm.turn[taking & 1]);
             ahead.advance();
             ++taking, at = -2;

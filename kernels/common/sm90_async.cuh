@@ -16,6 +16,10 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+/* The L2 eviction priority of an operand's loads: first where the operand is read once,
+ * last where other blocks read it again soon, normal where neither is known. */
+enum l2_evict { L2_EVICT_NORMAL = 0, L2_EVICT_FIRST = 1, L2_EVICT_LAST = 2 };
+
 /* Where the n-th use of a ring of STAGES shared-memory stages falls (the pipeline state a
  * producer and its consumers each keep by counting uses): the stage, and the parity of that
  * stage's barrier phase to wait on. Its full barrier completes phase (n / STAGES) & 1; the
@@ -91,6 +95,27 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint
           "r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
+}
+/* tma_load with an L2 eviction priority, a policy from l2_policy */
+__device__ __forceinline__ void tma_load_hint(void *dst, const CUtensorMap *map, uint64_t *bar, int32_t c0,
+                                              int32_t c1, int32_t c2, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
+      "%4, %5}], [%2], %6;" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
+      : "memory");
+}
+/* An L2 cache policy for the whole of what a load reads (l2_evict) */
+__device__ __forceinline__ uint64_t l2_policy(int evict) {
+  uint64_t p;
+  if (evict == L2_EVICT_FIRST) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  } else if (evict == L2_EVICT_LAST) {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+  }
+  return p;
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

@@ -147,9 +147,10 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   const int a_batched = g.batch > 1 && g.a.sb != 0, b_batched = g.batch > 1 && g.b.sb != 0;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
-#define OPSI_SM90_LAUNCH(T, B_MN) \
-  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, wide, grid, \
-                                            stream)
+  const int l2_hints = opsi_gemm_sm90_l2_hints(order.tiles_m, order.tiles_n, g.batch > 1 && !b_batched);
+#define OPSI_SM90_LAUNCH(T, B_MN)                                                                                  \
+  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, wide, \
+                                            l2_hints, grid, stream)
   if constexpr (!OPSI_GEMM_SM90_BOXED(BN)) { /* B K-major: the rows take no other */
     e = a->a.dtype == OPS_DTYPE_BF16 ? OPSI_SM90_LAUNCH(__nv_bfloat16, false) : OPSI_SM90_LAUNCH(__half, false);
   } else if (a->a.dtype == OPS_DTYPE_BF16) {

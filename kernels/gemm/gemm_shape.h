@@ -65,6 +65,18 @@ static inline int opsi_gemm_sm90_wide(int32_t bn, int64_t m, int32_t parts) {
   (1024 + OPSI_GEMM_SM90_STAGES(BN) * (OPSI_GEMM_SM90_BM + (BN)) * OPSI_GEMM_SM90_BK * 2 +        \
    2 * OPSI_GEMM_SM90_EPI_WG_BYTES + 2 * (BN) * 2 + 2 * OPSI_GEMM_SM90_STAGES(BN) * 8)
 
+/* The L2 eviction priorities of a call's loads (the kernel's l2_hints: A's in bits 0-1, B's
+ * in bits 2-3; 0 normal, 1 first, 2 last, sm90_async.cuh's l2_evict). A row of tiles reads
+ * its rows of A once per column tile: where there are several, A's loads are kept (last).
+ * B's loads go first where few tile rows read each B tile (their blocks run side by side in
+ * tile order, so the last of them reads it before it goes) and no other batch reads it
+ * (b_broadcast: one B for every batch). */
+#define OPSI_GEMM_SM90_L2_B_FIRST_MAX_ROWS 2
+static inline int32_t opsi_gemm_sm90_l2_hints(int64_t tiles_m, int64_t tiles_n, int b_broadcast) {
+  const int32_t a = tiles_n > 1 ? 2 : 0, b = tiles_m <= OPSI_GEMM_SM90_L2_B_FIRST_MAX_ROWS && !b_broadcast ? 1 : 0;
+  return a | b << 2;
+}
+
 /* Split-K on the Hopper kernel (the _splitk rows): where the output tiles fill too few SMs,
  * the K blocks of each tile are cut into `parts` ranges of kb_per_part blocks, one block a
  * (tile, range), the parts of a tile one thread block cluster. After its mainloop each block

@@ -71,14 +71,15 @@ __device__ __forceinline__ void split_reduce(uint8_t *ring_smem, int32_t parts, 
 /* a_batched / b_batched: the operand's tensor map has a batch axis (else batch 0 is read for
  * every bt: a broadcast operand). pairs, bit 0: D's columns are unit-stride and every pair of
  * columns (2c, 2c + 1) is aligned for one store; bit 1: so are C's and the residual's (each
- * when given) for one load, and the bias's, or the bias has column stride 0.
+ * when given) for one load, and the bias's, or the bias has column stride 0. l2_hints: A's
+ * l2_evict in bits 0-1, B's in bits 2-3 (gemm_shape.h's opsi_gemm_sm90_l2_hints).
  */
 template <typename T, int BN, bool B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const gemm_geom g, const tile_order order,
                      const k_split ks, int32_t a_batched, int32_t b_batched, int32_t pairs, int32_t d_tma,
-                     int32_t wide) {
+                     int32_t wide, int32_t l2_hints) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = cfg<BN>;
   extern __shared__ uint8_t smem_raw[];
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(OPSI_GEMM_SM90_LOAD_REGS));
     if (warp == 0 && lane == 0) {
-      const producer<BN, B_MN> load{sm, &map_a, &map_b, a_batched, b_batched};
+      const producer<BN, B_MN> load{sm, &map_a, &map_b, a_batched, b_batched, l2_hints & 3, (l2_hints >> 2) & 3};
       load.run(order, ks, kblocks);
       /* every load issued: the next kernel may start launching (it waits for this one) */
       asm volatile("griddepcontrol.launch_dependents;");
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 #else
   (void)map_a, (void)map_b, (void)map_d, (void)g, (void)order, (void)ks, (void)a_batched, (void)b_batched,
-      (void)pairs, (void)d_tma, (void)wide;
+      (void)pairs, (void)d_tma, (void)wide, (void)l2_hints;
   __trap();
 #endif
 }
@@ -191,7 +192,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 template <typename T, int BN, bool B_MN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_d,
                              const gemm_geom &g, const tile_order &order, const k_split &ks, int a_batched,
-                             int b_batched, int pairs, int d_tma, int wide, int grid, cudaStream_t stream) {
+                             int b_batched, int pairs, int d_tma, int wide, int l2_hints, int grid,
+                             cudaStream_t stream) {
   const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
   const cudaError_t e = smem_optin(kernel, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
@@ -207,7 +209,7 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
   at[1].val.clusterDim.x = (unsigned)ks.parts, at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
   lc.attrs = at, lc.numAttrs = ks.parts > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&lc, kernel, map_a, map_b, map_d, g, order, ks, a_batched, b_batched, pairs, d_tma,
-                            wide);
+                            wide, l2_hints);
 }
 
 }  // namespace sm90
@@ -218,6 +220,6 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 #define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)                                                               \
   template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
-      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, int, cudaStream_t);
+      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, int, int, cudaStream_t);
 
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_ */

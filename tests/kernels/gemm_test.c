@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/gemm/gemm_shape.h"
 #include "opslib/opslib.h"
 #include "tests/support/coverage.h"
 #include "tests/support/opst.h"
@@ -222,6 +223,29 @@ static void random_problems_on_the_panel_kernel(void **state) {
   OPST_OK(ops_handle_pin_kernel(g_h, NULL));
 }
 
+/* The Hopper GEMM's L2 eviction priorities (gemm_shape.h; bits 0-1 A's, 2-3 B's: 0 normal, 1
+ * first, 2 last): A kept wherever several column tiles read its rows; B first while at most
+ * two tile rows read it and no other batch does. */
+static void hopper_l2_hints_follow_reuse(void **state) {
+  (void)state;
+  const struct {
+    int64_t m, n;
+    int b_broadcast;
+    int32_t want;
+  } cases[] = {
+      {16, 6144, 0, 2 | 1 << 2},  /* one tile row, 64 column tiles (128 x 96) */
+      {256, 6144, 0, 2 | 1 << 2}, /* two tile rows */
+      {300, 6144, 0, 2},          /* three: B normal */
+      {16, 6144, 1, 2},           /* B shared by every batch */
+      {4096, 96, 0, 0},           /* one column tile: A read once; 32 tile rows */
+      {128, 96, 0, 1 << 2},       /* one tile */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const int64_t tm = (cases[i].m + OPSI_GEMM_SM90_BM - 1) / OPSI_GEMM_SM90_BM, tn = (cases[i].n + 95) / 96;
+    assert_int_equal(opsi_gemm_sm90_l2_hints(tm, tn, cases[i].b_broadcast), cases[i].want);
+  }
+}
+
 /* Last: every feature the capability rows of this test's kernels claim was exercised. */
 static void claimed_features_are_exercised(void **state) {
   (void)state;
@@ -247,6 +271,7 @@ int main(void) {
       cmocka_unit_test(golden_small_product_with_epilogues),
       cmocka_unit_test(random_problems),
       cmocka_unit_test(random_problems_on_the_panel_kernel),
+      cmocka_unit_test(hopper_l2_hints_follow_reuse),
       cmocka_unit_test(claimed_features_are_exercised),
   };
   return cmocka_run_group_tests_name("gemm_cpu", tests, setup, teardown);

@@ -636,18 +636,17 @@ __global__ void __launch_bounds__(cfg<DP>::THREADS, 1)
           }
         }
         bulk_commit();
+        /* the pieces read (DET: and added, before the turn is counted in): the consumers may
+         * write the next ones */
+        if (DET) bulk_wait<0>();
+        else bulk_wait_read<0>();
+        mbar_arrive(&sm.dq_empty[0]);
+        mbar_arrive(&sm.dq_empty[1]);
         if (DET) {
-          bulk_wait<0>(); /* the pieces read and added: the consumers may write the next ones */
-          mbar_arrive(&sm.dq_empty[0]);
-          mbar_arrive(&sm.dq_empty[1]);
           fence_proxy_async_global();
           const int at = turn_of(h, cur.m0(BM));
           if (at >= 0) end_turn(bg.dq_turn + at);
           mbar_arrive(&sm.added[it & 1]);
-        } else {
-          bulk_wait_read<0>();
-          mbar_arrive(&sm.dq_empty[0]);
-          mbar_arrive(&sm.dq_empty[1]);
         }
       }
       bulk_wait<0>(); /* every addition complete before the block exits */

@@ -94,7 +94,7 @@ OPSI_GEMM_SM90_KMAJOR_KERNELS(SM90_FNS)
 
 /* The split-K rows (gemm_kernels.h's OPSI_GEMM_SM90_SPLITK_KERNELS): the same kernel, its K
  * split where the tiles fill too few SMs (gemm_shape.h), as the launcher takes it: the
- * parts of a tile are a cluster whose first block reduces them (no workspace). */
+ * parts of a tile are a cluster whose blocks reduce them (no workspace). */
 static int32_t splitk_parts(const opsi_problem *p, int32_t bn) {
   const int64_t *d = p->dims;
   return opsi_gemm_splitk_parts(d[OPSI_GEMM_BATCH], d[OPSI_GEMM_M], d[OPSI_GEMM_N], d[OPSI_GEMM_K], bn, p->sm_count);
@@ -134,13 +134,13 @@ OPSI_GEMM_SM90_SPLITK_KERNELS(SPLITK_FNS)
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA loads of a unit's K range into a " \
                                 #STAGES "-stage ring"},                                                     \
                 {"consumers", 8, "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT             \
-                                 " groups left at a stage's hand-back); rank 0 reduces"}},                    \
+                                 " groups left at a stage's hand-back); rank cw % n sums"}},                 \
       .stages = STAGES,                                                                                      \
       .smem_layout = "as cuda_gemm_sm90_128x" #BN "; with n > 1 the ring then holds a block's partial "      \
-                     "tile, f32, [warpgroup][" #BN " / 8][128 threads] float4, which the cluster's first block " \
-                     "reads over distributed shared memory",                                                \
+                     "tile, f32, [warpgroup][" #BN " / 8][128 threads] float4, which the block owning "  \
+                     "consumer cw's rows (rank cw % n) reads over distributed shared memory",               \
       .reduction_order = "per output: each part's K blocks of 64 in order (wgmma k16 steps in order, f32), " \
-                         "then the parts in rank order (f32)",                                               \
+                         "then the parts in rank order (f32; the owner's own first: the same sums)",      \
       .workspace_formula = "0 (K split in n = 2, 4 or 8 parts: the most whose clusters are resident at "    \
                            "once, n x tiles <= sm_count, or 0.9 sm_count for n >= 4; 4 K blocks a part)",     \
       .plan = splitk_plan_##BN, .grid = splitk_grid_##BN, .parts = splitk_parts_##BN,                        \

@@ -80,11 +80,11 @@ static inline int32_t opsi_gemm_sm90_l2_hints(int64_t tiles_m, int64_t tiles_n, 
 /* Split-K on the Hopper kernel (the _splitk rows): where the output tiles fill too few SMs,
  * the K blocks of each tile are cut into `parts` ranges of kb_per_part blocks, one block a
  * (tile, range), the parts of a tile one thread block cluster. After its mainloop each block
- * but the cluster's first puts its f32 partial tile in its shared memory; the first adds them
- * in rank order (distributed shared memory) and runs the epilogue: no workspace, no second
- * kernel, bitwise reproducible. A part takes at least SPLITK_MIN_KBLOCKS K blocks; the part
- * counts are powers of two up to SPLITK_MAX (portable cluster sizes); the clusters fit one
- * wave (opsi_gemm_splitk_parts). */
+ * puts its f32 partial rows in its shared memory, and each consumer warpgroup's rows are added
+ * in rank order (distributed shared memory) and stored by one block, rank cw % parts (two
+ * blocks share the work): no workspace, no second kernel, bitwise reproducible. A part
+ * takes at least SPLITK_MIN_KBLOCKS K blocks; the part counts are powers of two up to
+ * SPLITK_MAX (portable cluster sizes); the clusters fit one wave (opsi_gemm_splitk_parts). */
 #define OPSI_GEMM_SPLITK_MAX 8
 #define OPSI_GEMM_SPLITK_MIN_KBLOCKS 4
 /* The split counts a split call may take (1 is no split: the unsplit rows run it), so that

@@ -13,8 +13,9 @@
  * M over 64), a whole tile each, taking the block's tiles in turn. Tiles
  * are walked in tile_order (groups of 8 tile rows) by gridDim.x CTAs, one per SM; a
  * consumer whose 64 rows lie wholly past M hands its stages back unread. Split-K (k_split,
- * gemm_shape.h): a block is one K range of a tile, the ranges of a tile one cluster, whose
- * first block adds the others' partials (split_reduce) and runs the epilogue.
+ * gemm_shape.h): a block is one K range of a tile, the ranges of a tile one cluster; consumer
+ * warpgroup cw's rows are added up and stored by the cluster's block cw % parts (split_reduce),
+ * so that two blocks share the reduction and the epilogue.
  * K, M and N tails: TMA fills out-of-range elements with zeros; stores are bounded.
  * Launched as a programmatic dependent: the launch overlaps the previous kernel's tail, every
  * thread waits for that kernel's completion before any global access, and the producer lets
@@ -39,24 +40,29 @@ namespace sm90 {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* The K split's reduction, run by every thread of every block of a tile's cluster after its
- * mainloop (the ring is idle: every stage it filled was consumed). Blocks of rank > 0 put
- * their consumers' live accumulators in their ring, lane-interleaved float4 ([warpgroup]
- * [BN / 8][128 threads]); the first block adds them to its own in rank order. Consumer
- * warpgroups meet on named barrier 3 before the ring is overwritten. live: this consumer
- * warpgroup's rows begin inside the output. */
+ * mainloop (the ring is idle: every stage it filled was consumed). Consumer warpgroup cw's
+ * rows belong to the block of rank cw % parts (split_owner): the other blocks put that
+ * warpgroup's live accumulators in their ring, lane-interleaved float4 ([warpgroup][BN / 8]
+ * [128 threads]), and the owner adds them to its own in rank order (with its own first: for
+ * two parts the same sums, and for more the same as adding in rank order from rank 0, as
+ * a + b = b + a in f32). Consumer warpgroups meet on named barrier 3 before the ring is
+ * overwritten. live: this consumer warpgroup's rows begin inside the output. */
+__device__ __forceinline__ uint32_t split_owner(int cw, int32_t parts) { return (uint32_t)(cw % parts); }
+
 template <int BN>
 __device__ __forceinline__ void split_reduce(uint8_t *ring_smem, int32_t parts, bool consumer, bool live, int cw,
                                              float (&acc)[BN / 2]) {
-  const uint32_t rank = cluster_rank();
+  const uint32_t rank = cluster_rank(), owner = split_owner(cw, parts);
   float4 *mine = reinterpret_cast<float4 *>(ring_smem) + cw * (BN / 8) * 128 + threadIdx.x % 128;
   if (consumer) named_bar_sync(3, 256);
-  if (consumer && live && rank > 0) {
+  if (consumer && live && rank != owner) {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) mine[j * 128] = make_float4(acc[j * 4], acc[j * 4 + 1], acc[j * 4 + 2], acc[j * 4 + 3]);
   }
   cluster_sync();
-  if (consumer && live && rank == 0) {
-    for (int32_t r = 1; r < parts; ++r) {
+  if (consumer && live && rank == owner) {
+    for (int32_t r = 0; r < parts; ++r) {
+      if ((uint32_t)r == owner) continue;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         const float4 v = ld_cluster_f4(mine + j * 128, (uint32_t)r);
@@ -64,7 +70,7 @@ __device__ __forceinline__ void split_reduce(uint8_t *ring_smem, int32_t parts, 
       }
     }
   }
-  cluster_sync(); /* the other blocks' shared memory stays until the first has read it */
+  cluster_sync(); /* every block's shared memory stays until its owners have read it */
 }
 #endif
 
@@ -166,14 +172,15 @@ __global__ void __launch_bounds__(THREADS, 1)
       ts.tile(&bt, &tm, &tn);
       ts.k_range(kblocks, ks.kb_per_part, &kb0, &kb1);
       const int64_t row_base = (int64_t)tm * BM + cw * 64;
-      const uint32_t bias_pair = ts.part() == 0 ? bias_of(bt, tn) : 0u;
+      const bool owner = ts.part() == (int32_t)split_owner(cw, ks.parts); /* adds up and stores the rows */
+      const uint32_t bias_pair = owner ? bias_of(bt, tn) : 0u;
       constexpr int IN_FLIGHT = OPSI_GEMM_SM90_IN_FLIGHT(BN);
       if (row_base >= g.m) mma_skip<BN>(sm, ring, kb1 - kb0, lane, acc);
       else if (IN_FLIGHT == OPSI_GEMM_SM90_IN_FLIGHT_SPLIT || ks.parts == 1)
         mma<T, BN, B_MN, IN_FLIGHT>(sm, ring, kb1 - kb0, cw, lane, acc);
       else mma<T, BN, B_MN, OPSI_GEMM_SM90_IN_FLIGHT_SPLIT>(sm, ring, kb1 - kb0, cw, lane, acc);
       if (ks.parts > 1) split_reduce<BN>(sm.stages, ks.parts, true, row_base < g.m, cw, acc);
-      if (ts.part() == 0) {
+      if (owner) {
         epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, acc, pairs,
                           sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
       }

@@ -364,6 +364,38 @@ static void launch_plan_is_explains(const char *row, const ops_tensor *a, const 
   ops_handle_destroy(h);
 }
 
+/* A split row, pinned, on one call: explain's plan is a K split with no workspace, and five
+ * runs into a poisoned D give bitwise identical results. Returns explain's status (a row
+ * that does not run here is no failure: the caller reports the skip). */
+static ops_status split_runs_identical(const char *row, const ops_tensor *a, const ops_tensor *b,
+                                       const ops_tensor *d, ops_explain *e) {
+  OPST_OK(ops_handle_pin_kernel(g_gpu, row));
+  const ops_status st = ops_gemm_explain(g_gpu, NULL, a, b, d, e);
+  if (st != OPS_OK || e->chosen < 0) return st;
+  assert_non_null(e->plan[e->chosen]);
+  assert_non_null(strstr(e->plan[e->chosen], "K split in"));
+  size_t wsb = 1;
+  OPST_OK(ops_gemm_workspace_size(g_gpu, NULL, a, b, d, &wsb));
+  assert_int_equal(wsb, 0); /* the parts meet in a cluster's shared memory */
+  const size_t nd = (size_t)(d->shape[0] * d->shape[1]);
+  uint16_t *out = malloc(2 * nd * sizeof *out);
+  assert_non_null(out);
+  for (int run = 0; run < 5; ++run) {
+    CUDA_OK(cudaMemset(d->data, 0xff, nd * 2));
+    OPST_OK(ops_gemm(g_gpu, NULL, a, b, d, NULL, 0));
+    CUDA_OK(cudaMemcpy(run == 0 ? out : out + nd, d->data, nd * 2, cudaMemcpyDeviceToHost));
+    if (run > 0 && memcmp(out, out + nd, nd * 2) != 0) {
+      print_error("%s %lld x %lld x %lld: run %d differs from run 0\n", row, (long long)a->shape[0],
+                  (long long)d->shape[1], (long long)a->shape[1], run);
+      fail();
+    }
+  }
+  free(out);
+  printf("[ SPLIT-K  ] %s %lld x %lld x %lld bf16: %s, 5 runs bitwise identical\n", row, (long long)a->shape[0],
+         (long long)d->shape[1], (long long)a->shape[1], e->plan[e->chosen]);
+  return st;
+}
+
 /* Split-K (the cuda_gemm_sm90_*_splitk rows, and every other kernel on the same calls): few
  * output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
  * second consumer half idle); two tile rows, the second partial (its second half wholly past
@@ -396,9 +428,7 @@ void gemm_split_k(void **state) {
   const int64_t m = 48, n = 1000, k = 8192;
   const size_t na = (size_t)(m * k), nb = (size_t)(k * n), nd = (size_t)(m * n);
   uint16_t *host = malloc((na + nb) * sizeof *host);
-  uint16_t *out = malloc(2 * nd * sizeof *out);
   assert_non_null(host);
-  assert_non_null(out);
   for (size_t j = 0; j < na + nb; ++j) {
     const float f = (float)opst_uniform(&g_rng, -1, 1);
     uint32_t bits;
@@ -423,25 +453,7 @@ void gemm_split_k(void **state) {
   e.struct_size = sizeof e;
   ops_status st = OPS_OK;
   for (size_t row = 0; row < sizeof kSplitRows / sizeof kSplitRows[0] && st == OPS_OK; ++row) {
-    OPST_OK(ops_handle_pin_kernel(g_gpu, kSplitRows[row]));
-    st = ops_gemm_explain(g_gpu, NULL, &ta, &tb, &td, &e);
-    if (st != OPS_OK || e.chosen < 0) break;
-    assert_non_null(e.plan[e.chosen]);
-    assert_non_null(strstr(e.plan[e.chosen], "K split in"));
-    size_t wsb = 1;
-    OPST_OK(ops_gemm_workspace_size(g_gpu, NULL, &ta, &tb, &td, &wsb));
-    assert_int_equal(wsb, 0); /* the parts meet in a cluster's shared memory */
-    for (int run = 0; run < 5; ++run) {
-      CUDA_OK(cudaMemset(d, 0xff, nd * 2));
-      OPST_OK(ops_gemm(g_gpu, NULL, &ta, &tb, &td, NULL, 0));
-      CUDA_OK(cudaMemcpy(run == 0 ? out : out + nd, d, nd * 2, cudaMemcpyDeviceToHost));
-      if (run > 0 && memcmp(out, out + nd, nd * 2) != 0) {
-        print_error("%s 48 x 1000 x 8192: run %d differs from run 0\n", kSplitRows[row], run);
-        fail();
-      }
-    }
-    printf("[ SPLIT-K  ] %s 48 x 1000 x 8192 bf16: %s, 5 runs bitwise identical\n", kSplitRows[row],
-           e.plan[e.chosen]);
+    st = split_runs_identical(kSplitRows[row], &ta, &tb, &td, &e);
   }
   if (st == OPS_OK && e.chosen >= 0) {
     /* the same rows' plans as they ran: split; unsplit at M 48 (the first 64-row consumer
@@ -457,6 +469,8 @@ void gemm_split_k(void **state) {
     ops_tensor ta2, td2;
     OPST_OK(ops_tensor_init(&ta2, a2, OPS_DTYPE_BF16, dev, 2, sa2, NULL));
     OPST_OK(ops_tensor_init(&td2, d2, OPS_DTYPE_BF16, dev, 2, sd2, NULL));
+    /* both consumer warpgroups' rows live: blocks 0 and 1 of each cluster of 4 own them */
+    OPST_OK(split_runs_identical("cuda_gemm_sm90_128x128_splitk", &ta2, &tb, &td2, &e));
     launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
     launch_plan_is_explains("cuda_gemm_sm90_128x64", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
     launch_plan_is_explains("cuda_gemm_sm90_128x256", &ta2, &tb, &td2, "persistent; D stored");
@@ -469,5 +483,5 @@ void gemm_split_k(void **state) {
   }
   OPST_OK(ops_handle_pin_kernel(g_gpu, NULL));
   cudaFree(a), cudaFree(b), cudaFree(d);
-  free(host), free(out);
+  free(host);
 }

@@ -46,7 +46,8 @@ namespace sm90 {
  * [128 threads]), and the owner adds them to its own in rank order (with its own first: for
  * two parts the same sums, and for more the same as adding in rank order from rank 0, as
  * a + b = b + a in f32). Consumer warpgroups meet on named barrier 3 before the ring is
- * overwritten. live: this consumer warpgroup's rows begin inside the output. */
+ * overwritten. live: the thread's warp's 16 rows begin inside the output (rows past M are
+ * never stored, so their partials are not moved). */
 __device__ __forceinline__ uint32_t split_owner(int cw, int32_t parts) { return (uint32_t)(cw % parts); }
 
 template <int BN>
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       else if (IN_FLIGHT == OPSI_GEMM_SM90_IN_FLIGHT_SPLIT || ks.parts == 1)
         mma<T, BN, B_MN, IN_FLIGHT>(sm, ring, kb1 - kb0, cw, lane, acc);
       else mma<T, BN, B_MN, OPSI_GEMM_SM90_IN_FLIGHT_SPLIT>(sm, ring, kb1 - kb0, cw, lane, acc);
-      if (ks.parts > 1) split_reduce<BN>(sm.stages, ks.parts, true, row_base < g.m, cw, acc);
+      if (ks.parts > 1) split_reduce<BN>(sm.stages, ks.parts, true, row_base + warp % 4 * 16 < g.m, cw, acc);
       if (owner) {
         epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, acc, pairs,
                           sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);

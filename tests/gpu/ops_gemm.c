@@ -471,6 +471,7 @@ void gemm_split_k(void **state) {
     OPST_OK(ops_tensor_init(&td2, d2, OPS_DTYPE_BF16, dev, 2, sd2, NULL));
     /* both consumer warpgroups' rows live: blocks 0 and 1 of each cluster of 4 own them */
     OPST_OK(split_runs_identical("cuda_gemm_sm90_128x128_splitk", &ta2, &tb, &td2, &e));
+    assert_true(e.chosen >= 0); /* the row ran at M 48, so it runs here: no silent skip */
     launch_plan_is_explains("cuda_gemm_sm90_128x128", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
     launch_plan_is_explains("cuda_gemm_sm90_128x64", &ta2, &tb, &td2, "a 128-row tile a consumer warpgroup");
     launch_plan_is_explains("cuda_gemm_sm90_128x256", &ta2, &tb, &td2, "persistent; D stored");

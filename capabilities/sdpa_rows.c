@@ -63,12 +63,19 @@
 #define SDPA_SM90_ROW(ID, NAME, S, D, CL)                                                                      \
   SDPA_SM90_ROW_X(ID, "cuda_sdpa_sm90_" #NAME, OPSI_SDPA_SM90_##S##_DP, OPSI_SDPA_SM90_##S##_BN,               \
                   OPSI_SDPA_SM90_##S##_BM, OPSI_SDPA_SM90_##S##_NC, OPSI_SDPA_SM90_##S##_LOAD_REGS,            \
-                  OPSI_SDPA_SM90_##S##_MMA_REGS, CL, OPSI_SDPA_SM90_##S##_QS,                                  \
+                  OPSI_SDPA_SM90_##S##_MMA_REGS, CL, OPSI_SDPA_SM90_##S##_QS, OPSI_SDPA_SM90_##S##_OS,        \
                   SDPA_SM90_UNIFORM_FLAGS | ((CL) > 1 ? 0 : OPSI_F_CAUSAL | OPSI_F_WINDOW | OPSI_F_VARLEN),     \
                   0.45f, opsi_sdpa_cuda_sm90_##NAME, sm90_plan_##S, sm90_grid_##S),
 #define SDPA_SM90_UNIFORM_FLAGS (OPSI_F_GQA | OPSI_F_LSE | OPSI_F_DV_NE_D)
+/* how O leaves (the shape's OS): from registers, or staged in shared memory and stored by TMA
+ * (the consumers' role, and their staging tiles in the layout) */
+#define SDPA_SM90_O_0 ""
+#define SDPA_SM90_O_1 "; O by TMA"
+#define SDPA_SM90_O_SMEM_0(DP)
+#define SDPA_SM90_O_SMEM_1(DP) "a staging tile of O a consumer warp (16x" #DP "), "
 #define SDPA_SM90_ROW_X(...) SDPA_SM90_ROW_(__VA_ARGS__)
-#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, FLAGS, EFF, LAUNCH, PLAN, GRID) \
+#define SDPA_SM90_ROW_(ID, NAME, DP, BN, BM, NC, LOAD_REGS, MMA_REGS, CLUSTER, QS, OS, FLAGS, EFF, LAUNCH, PLAN,   \
+                       GRID)                                                                                 \
   {                                                                                                          \
       .id = ID, .name = NAME, .op = OPS_OP_SDPA, .backend = OPS_DEVICE_CUDA, .sm_min = 90, .sm_max = 90,    \
       .dtypes = OPSI_DTYPE_BIT(OPS_DTYPE_F16) | OPSI_DTYPE_BIT(OPS_DTYPE_BF16),                              \
@@ -80,12 +87,12 @@
       .roles = {{"producer", 4, "setmaxnreg " #LOAD_REGS ": one thread, TMA Q / K / V into a 2-stage ring; clusters of " \
                                 #CLUSTER},                                                                   \
                 {"consumers", 4 * NC, "setmaxnreg " #MMA_REGS ": 64 query rows each, wgmma S and P V, online "   \
-                                      "softmax, in a ring of turns"}},                                       \
+                                      "softmax, in a ring of turns" SDPA_SM90_O_##OS}},                      \
       .stages = 2,                                                                                           \
-      .smem_layout = "Q " #QS " buffer(s) of " #BM "x" #DP ", K and V 2 stages of " #BN "x" #DP " each, as " \
-                     "boxes of 64 columns, 128-byte swizzle, 1024-byte aligned; mbarriers full / empty a "  \
-                     "Q buffer and a K and a V stage",                                                     \
-      .smem_bytes = OPSI_SDPA_SM90_SMEM(BM, BN, DP, QS), .threads = 128 * (NC + 1), .vector_bytes = 16,   \
+      .smem_layout = "Q " #QS " buffer(s) of " #BM "x" #DP ", K and V 2 stages of " #BN "x" #DP " each, "     \
+                     SDPA_SM90_O_SMEM_##OS(DP) "as boxes of 64 columns, 128-byte swizzle, 1024-byte "       \
+                     "aligned; mbarriers full / empty a Q buffer and a K and a V stage",                     \
+      .smem_bytes = OPSI_SDPA_SM90_SMEM(BM, BN, DP, QS, OS), .threads = 128 * (NC + 1), .vector_bytes = 16,   \
       .deterministic = 1,                                                                                    \
       .reduction_order = "per query row: key tiles of " #BN " in order (online softmax), wgmma k16 steps "    \
                          "in order (f32)",                                                                   \

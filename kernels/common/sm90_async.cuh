@@ -235,6 +235,24 @@ __device__ __forceinline__ void tma_store(const CUtensorMap *map, const void *sr
                "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+/* A box of a 4-D tensor map at coordinates (c0 innermost, .., c3) from shared memory; the
+ * same bounds as tma_store. */
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int32_t c0, int32_t c1,
+                                             int32_t c2, int32_t c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+/* One lane of the warp, the same one each time the whole warp calls it (elect.sync over every
+ * lane): a branch the compiler knows is taken by one lane of a converged warp, so that the
+ * warp-uniform operands of what it issues (a TMA store's map and coordinates) stay in
+ * uniform registers, which a branch on the lane index loses. */
+__device__ __forceinline__ bool elect_one() {
+  uint32_t pred = 0;
+  asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\nselp.u32 %0, 1, 0, p;\n}\n" : "=r"(pred));
+  return pred != 0;
+}
 /* The same box added element-wise (f32) into the tensor in global memory: an atomic
  * reduction a 128-byte line at a time, done by the copy engine. */
 __device__ __forceinline__ void tma_reduce_add(const CUtensorMap *map, const void *src, int32_t c0, int32_t c1,

@@ -85,6 +85,7 @@
 
 #include "kernels/common/launch_status.h"
 #include "kernels/common/sm90_async.cuh"
+#include "kernels/common/sm90_stage.cuh"
 #include "kernels/common/wgmma_ops.cuh"
 #include "kernels/flash/sdpa_bwd_mma.cuh"
 #include "kernels/flash/sdpa_bwd_sm90_shape.h"
@@ -284,46 +285,17 @@ __device__ __forceinline__ void round_frags(const float (&x)[N / 2], uint32_t (&
 }
 
 /* A consumer warp's 16 rows of dK or dV (f32 accumulators of the m64nDP layout, times `mul`)
- * into the gradient through `stage` (16 rows of DP * 2 bytes of shared memory no product reads
- * any more): rounded and placed by stmatrix (16-byte chunks XOR-swizzled by row % 8, no bank
- * conflicts), then read back 16 bytes a lane and stored a whole row per DP / 8 lanes (the rows
- * are 16-byte aligned). Rows past the sequence's end and columns past `cols` are not written. */
+ * into the gradient through `stage` (a staging tile, kernels/common/sm90_stage.cuh, in shared
+ * memory no product reads any more), stored a whole row per DP / 8 lanes (the rows are 16-byte
+ * aligned). Rows past the sequence's end and columns past `cols` are not written. */
 template <typename T, int DP>
 __device__ __forceinline__ void store_rows(uint8_t *stage, const sdpa_view &out, int b, int64_t row0, int rows, int hk,
                                            int cols, const float (&acc)[DP / 2], float mul, int lane) {
-  constexpr int RB = DP * 2, CH = DP / 8, RPI = 32 / CH; /* bytes a row, chunks a row, rows a store */
-#pragma unroll
-  for (int p = 0; p < DP / 16; ++p) { /* matrix j: rows (j % 2) 8 .., columns (2 p + j / 2) 8 .. */
-    uint32_t r[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int n = 2 * p + j / 2, half = j % 2;
-      r[j] = pack2<T>(acc[n * 4 + half * 2] * mul, acc[n * 4 + half * 2 + 1] * mul);
-    }
-    const int j = lane / 8, row = (j % 2) * 8 + lane % 8, n = 2 * p + j / 2;
-    sm90::stmatrix_x4(sm90::smem_addr(stage + row * RB + ((n ^ (row % 8)) << 4)), r[0], r[1], r[2], r[3]);
-  }
+  const float muls[2] = {mul, mul};
+  sm90::stage_rows<T, DP>(stage, acc, muls, lane);
   __syncwarp();
-  T *base = static_cast<T *>(const_cast<void *>(out.p)) + b * out.sb + hk * out.sh;
-#pragma unroll
-  for (int i = 0; i < 16 / RPI; ++i) {
-    const int row = i * RPI + lane / CH, c = lane % CH;
-    if (row >= rows) continue;
-    uint4 w;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
-                 : "r"(sm90::smem_addr(stage + row * RB + ((c ^ (row % 8)) << 4))));
-    T *q = base + (row0 + row) * out.ss + c * 8;
-    if (c * 8 + 8 <= cols) {
-      *reinterpret_cast<uint4 *>(q) = w;
-    } else { /* the head dim's last, partial chunk */
-      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (c * 8 + e < cols) *reinterpret_cast<uint16_t *>(q + e) = (uint16_t)(words[e / 2] >> (16 * (e % 2)));
-      }
-    }
-  }
+  T *base = static_cast<T *>(const_cast<void *>(out.p)) + b * out.sb + hk * out.sh + row0 * out.ss;
+  sm90::store_staged<T, DP>(stage, base, out.ss, rows, cols, lane);
 }
 #endif
 

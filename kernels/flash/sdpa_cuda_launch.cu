@@ -95,6 +95,10 @@ template <typename C, int CL> ops_status run_sm90(const opsi_launch *ctx, const 
   ops_status st = encode_operand(ctx, &mq, a->q, a->varlen, C::BM, "the tensor map of q");
   if (st == OPS_OK) st = encode_operand(ctx, &mk, a->k, a->varlen, C::BN / cluster, "the tensor map of k");
   if (st == OPS_OK) st = encode_operand(ctx, &mv, a->v, a->varlen, C::BN / cluster, "the tensor map of v");
+  /* where the shape stages O (and the rows are aligned, as TMA needs): its stores' map, a box a
+   * consumer warp's 16 rows (sdpa_sm90_epilogue.cuh) */
+  CUtensorMap mo = {};
+  if (st == OPS_OK && C::OS && g.aligned) st = encode_operand(ctx, &mo, a->o, a->varlen, 16, "the tensor map of o");
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;
@@ -110,9 +114,9 @@ template <typename C, int CL> ops_status run_sm90(const opsi_launch *ctx, const 
                             : OPSI_SDPA_SM90_PLAN_TILE;
   const cudaError_t e =
       a->q.dtype == OPS_DTYPE_BF16
-          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, C, cluster>(mq, mk, mv, g, grid, stream, info->grid,
+          ? opsi::fa3::launch_sdpa_sm90<__nv_bfloat16, C, cluster>(mq, mk, mv, mo, g, grid, stream, info->grid,
                                                                     info->block, &info->smem_bytes)
-          : opsi::fa3::launch_sdpa_sm90<__half, C, cluster>(mq, mk, mv, g, grid, stream, info->grid,
+          : opsi::fa3::launch_sdpa_sm90<__half, C, cluster>(mq, mk, mv, mo, g, grid, stream, info->grid,
                                                              info->block, &info->smem_bytes);
   return opsi::launch_status(ctx, e);
 }

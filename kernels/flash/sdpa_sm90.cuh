@@ -5,7 +5,7 @@
  *   sdpa_sm90_sched.cuh     the tile scheduler: work tiles, their keys, a block's walk
  *   sdpa_sm90_load.cuh      the producer: TMA loads of Q and of K / V into a ring of stages
  *   sdpa_sm90_mma.cuh       the consumers: S = Q K^T, online softmax, O += P V (wgmma)
- *   sdpa_sm90_epilogue.cuh  O / sum and LSE from registers
+ *   sdpa_sm90_epilogue.cuh  O / sum and LSE: from registers, or staged and stored by TMA
  * The ring's position is ring_pos (kernels/common/sm90_async.cuh).
  *
  * A block is one producer warpgroup (setmaxnreg LOAD_REGS; one thread issues) and NC consumer
@@ -18,7 +18,8 @@
  * blocks, and the empty barriers count the consumer warps of both blocks, so that a stage is
  * refilled only once both have read it: the L2 serves each K / V tile once a pair.
  * Out-of-range rows and columns: TMA reads zeros past a tensor's extent (varlen: the next
- * sequence's rows, masked like any key past the end); stores are bounded.
+ * sequence's rows, masked like any key past the end); stores are bounded (those by TMA by the
+ * map of O, which the launcher encodes for shapes that stage O).
  *
  * Operands: [B, S, H, D] views with unit-stride rows, 16-byte aligned base and strides
  * (TMA), q's and v's head dims up to DP (the map's extent: zero columns beyond).
@@ -41,11 +42,13 @@
 namespace opsi {
 namespace fa3 {
 
-/* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row. */
+/* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row.
+ * map_o is read only where C::OS and g.aligned (the launcher leaves it zero otherwise). */
 template <typename T, typename C, int CL>
 __global__ void __launch_bounds__(C::THREADS, 1)
     sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                     const __grid_constant__ CUtensorMap map_v, const sdpa_geom g) {
+                     const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
+                     const sdpa_geom g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace opsi::sm90;
   constexpr int NC = C::NC;
@@ -109,8 +112,15 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mma.mma(g, w, kv, tn, o, pa, sc, row_max, row_sum);
       kv += w.t_end - w.t_begin;
       ++tn;
-      epilogue<T, C::DP>(g, w, mma.r_in, lane, o, row_max, row_sum);
+      if (C::OS && g.aligned) {
+        epilogue_staged<T, C::DP>(g, w, &map_o, sm.o + (warp - 4) * C::O_WARP_BYTES, mma.r_in, lane, o, row_max,
+                                  row_sum);
+      } else {
+        epilogue<T, C::DP>(g, w, mma.r_in, lane, o, row_max, row_sum);
+      }
     }
+    /* the staging tile stays until the copy engine has read it */
+    if (C::OS && g.aligned && elect_one()) bulk_wait_read<0>();
     /* the last warpgroup's last hand-over (one more than warpgroup 1 waited for) is taken
      * here, so that no arrival is left pending on barrier 1 */
     if (cw == 0) named_bar_sync(1, 256);
@@ -118,7 +128,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     if constexpr (CL > 1) cluster_sync();
   }
 #else
-  (void)map_q, (void)map_k, (void)map_v, (void)g;
+  (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)g;
   __trap();
 #endif
 }
@@ -129,8 +139,8 @@ __global__ void __launch_bounds__(C::THREADS, 1)
  * instantiations, so that the kernel without a cluster has no remote arrivals to branch on. */
 template <typename T, typename C, int CL>
 cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k, const CUtensorMap &map_v,
-                             const sdpa_geom &g, int grid, cudaStream_t stream, int32_t *grid_out, int32_t *block,
-                             int32_t *smem_bytes) {
+                             const CUtensorMap &map_o, const sdpa_geom &g, int grid, cudaStream_t stream,
+                             int32_t *grid_out, int32_t *block, int32_t *smem_bytes) {
   const auto kernel = sdpa_sm90_kernel<T, C, CL>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
@@ -146,7 +156,7 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
   lc.attrs = attr, lc.numAttrs = CL > 1 ? 2 : 1;
   if constexpr (CL == 1) {
     lc.gridDim = dim3((unsigned)grid);
-    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, g);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_o, g);
     if (e != cudaSuccess) return e;
   } else {
     /* a persistent grid: as many clusters as fit at once (an SM of an odd GPC stays idle),
@@ -164,7 +174,7 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
     }
     if (fit > 0 && fit * CL < grid) grid = fit * CL;
     lc.gridDim = dim3((unsigned)grid);
-    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, g);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_o, g);
     if (e != cudaSuccess) return e;
   }
   grid_out[0] = grid, grid_out[1] = grid_out[2] = 1;
@@ -180,8 +190,8 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
  * (sdpa_sm90_shape.h); `extern` before it declares it. */
 #define OPSI_SDPA_SM90_TEMPLATE(T, SHAPE, CL)                                                                   \
   template cudaError_t opsi::fa3::launch_sdpa_sm90<T, OPSI_SDPA_SM90_CFG(SHAPE), CL>(                           \
-      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::sdpa_geom &, int, cudaStream_t, \
-      int32_t *, int32_t *, int32_t *);
+      const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::sdpa_geom &, \
+      int, cudaStream_t, int32_t *, int32_t *, int32_t *);
 #define OPSI_SDPA_SM90_INSTANTIATE(T, SHAPE, CL) OPSI_SDPA_SM90_TEMPLATE(T, SHAPE, CL)
 
 #endif /* OPSLIB_KERNELS_FLASH_SDPA_SM90_CUH_ */

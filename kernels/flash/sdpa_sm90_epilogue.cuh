@@ -7,10 +7,20 @@
  * 32-byte sectors instead of 16-byte halves. Otherwise pairs of elements from registers (a
  * single one at an odd Dv's last column). Rows past the sequence and columns past Dv are not
  * stored.
+ *
+ * Shapes with OS (sdpa_sm90_shape.h) stage instead, where O's rows are aligned: each consumer
+ * warp rounds its 16 rows into its own staging tile (kernels/common/sm90_stage.cuh) and one
+ * elected lane stores the tile by TMA, a box of 64 columns at a time, bounded by the map of O;
+ * the warp goes on to its next work tile while the copy engine writes, and waits for the copy
+ * to have read the tile only before it stages the next one. Varlen rows that cross their
+ * sequence's end (the map would write into the next sequence) and a Dv that is not a multiple
+ * of 8 (rows that end inside a 16-byte chunk, which the copy was seen to write whole:
+ * bench/RESULTS.md, session 64) are read back and stored by the warp.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_EPILOGUE_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_EPILOGUE_CUH_
 
+#include "kernels/common/sm90_stage.cuh"
 #include "kernels/flash/sdpa_sm90_sched.cuh"
 
 namespace opsi {
@@ -79,6 +89,43 @@ __device__ __forceinline__ void epilogue(const sdpa_geom &g, const sdpa_work &w,
         row[col] = from_f<T>(o[nb * 4 + hr * 2] * inv);
       }
     }
+  }
+}
+
+/* The staged epilogue of a consumer warp (OS shapes, g.aligned): `tile` is the warp's staging
+ * tile, map_o the map of O as (d, s, h, b) in boxes of 64 x 16 (varlen: (d, t, h, 1)). The warp
+ * must be converged. */
+template <typename T, int DP>
+__device__ __forceinline__ void epilogue_staged(const sdpa_geom &g, const sdpa_work &w, const CUtensorMap *map_o,
+                                                uint8_t *tile, int r_in, int lane, const float (&o)[DP / 2],
+                                                const float (&row_max)[2], const float (&row_sum)[2]) {
+  using namespace opsi::sm90;
+  const sdpa_seq &s = w.s;
+  float inv[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) inv[hr] = sdpa_finish_row(g, s, w.b, w.h, w.i_lo + r_in + hr * 8, row_max[hr],
+                                                          row_sum[hr], lane);
+  /* the warp's first row, from lane 0: the compiler then knows it is the warp's */
+  const int i0 = __shfl_sync(0xffffffffu, w.i_lo + (r_in & ~15), 0);
+  if (elect_one()) bulk_wait_read<0>(); /* the tile's last store has read it */
+  __syncwarp();
+  stage_rows<T, DP>(tile, o, inv, lane);
+  if (i0 >= s.sq) return;
+  const bool varlen = g.cu_q != nullptr;
+  if (g.dv % 8 == 0 && (!varlen || i0 + 16 <= s.sq)) {
+    fence_proxy_async(); /* the staged rows, visible to the copy engine */
+    __syncwarp();
+    if (elect_one()) {
+#pragma unroll
+      for (int bx = 0; bx < DP / 64; ++bx) {
+        if (bx * 64 < g.dv) tma_store_4d(map_o, tile + bx * 2048, bx * 64, s.q0 + i0, w.h, sdpa_map_batch(g, w.b));
+      }
+      bulk_commit();
+    }
+  } else {
+    __syncwarp();
+    T *op = static_cast<T *>(const_cast<void *>(g.o.p)) + w.b * g.o.sb + (s.q0 + i0) * g.o.ss + w.h * g.o.sh;
+    store_staged<T, DP>(tile, op, g.o.ss, min(16, s.sq - i0), g.dv, lane);
   }
 }
 

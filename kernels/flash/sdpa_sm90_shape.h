@@ -6,9 +6,12 @@
  * the block's registers (LOAD_REGS for the producer warpgroup, MMA_REGS for each consumer
  * one), and CLUSTER, the blocks of a cluster of the shape's _pair kernel (2: each block loads
  * half of every K / V tile into both by TMA multicast, halving the L2 traffic; 1: the shape
- * has no pair kernel), and QS, the Q buffers (2: the next work tile's Q loads while the
- * current one's keys still run; 1 where shared memory has no room for a second). Plain
- * numbers: the rows print them.
+ * has no pair kernel), QS, the Q buffers (2: the next work tile's Q loads while the current
+ * one's keys still run; 1 where shared memory has no room for a second), and OS, how O leaves
+ * (1: each consumer warp stages its 16 rows in shared memory and stores them by TMA, so that
+ * it goes on to its next tile while the copy engine writes; 0: straight from registers, where
+ * shared memory has no room for the staging tiles or the consumers' registers none for the
+ * staged epilogue). Plain numbers: the rows print them.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_SHAPE_H_
@@ -16,7 +19,8 @@
 #include <stdint.h>
 
 /* at 64 three consumer warpgroups: the exponentials cost as much as both GEMMs there, and a
- * third warp a scheduler hides more of the softmax's latency (bench/RESULTS.md) */
+ * third warp a scheduler hides more of the softmax's latency (bench/RESULTS.md); O from
+ * registers (the consumers' 160 registers spill with the staged epilogue) */
 #define OPSI_SDPA_SM90_D64_DP 64
 #define OPSI_SDPA_SM90_D64_BN 128
 #define OPSI_SDPA_SM90_D64_NC 3
@@ -25,6 +29,7 @@
 #define OPSI_SDPA_SM90_D64_MMA_REGS 160
 #define OPSI_SDPA_SM90_D64_CLUSTER 2
 #define OPSI_SDPA_SM90_D64_QS 2
+#define OPSI_SDPA_SM90_D64_OS 0
 /* at 64 also two consumer warpgroups, work tiles of 128 rows: for calls whose query tiles are
  * few or short (causal, short sequences), where 192-row tiles pad more rows and fill fewer SMs */
 #define OPSI_SDPA_SM90_D64_M128_DP 64
@@ -35,6 +40,7 @@
 #define OPSI_SDPA_SM90_D64_M128_MMA_REGS 240
 #define OPSI_SDPA_SM90_D64_M128_CLUSTER 1
 #define OPSI_SDPA_SM90_D64_M128_QS 2
+#define OPSI_SDPA_SM90_D64_M128_OS 1
 /* at 128 two: three would leave 160 registers, no more than S, P and O alone */
 #define OPSI_SDPA_SM90_D128_DP 128
 #define OPSI_SDPA_SM90_D128_BN 128
@@ -44,7 +50,9 @@
 #define OPSI_SDPA_SM90_D128_MMA_REGS 240
 #define OPSI_SDPA_SM90_D128_CLUSTER 2
 #define OPSI_SDPA_SM90_D128_QS 2
-/* at 256 key tiles of 64 and one Q buffer (shared memory); no cluster */
+#define OPSI_SDPA_SM90_D128_OS 1
+/* at 256 key tiles of 64 and one Q buffer (shared memory); no cluster; O from registers (no
+ * room to stage it) */
 #define OPSI_SDPA_SM90_D256_DP 256
 #define OPSI_SDPA_SM90_D256_BN 64
 #define OPSI_SDPA_SM90_D256_NC 2
@@ -53,10 +61,13 @@
 #define OPSI_SDPA_SM90_D256_MMA_REGS 240
 #define OPSI_SDPA_SM90_D256_CLUSTER 1
 #define OPSI_SDPA_SM90_D256_QS 1
+#define OPSI_SDPA_SM90_D256_OS 0
 
 /* dynamic shared memory of a block, bytes: alignment slack, QS Q tiles, two stages of K and
- * V, and the mbarriers (full / empty for each Q buffer and each stage of K and of V) */
-#define OPSI_SDPA_SM90_SMEM(BM, BN, DP, QS) (1024 + ((QS) * (BM) + 4 * (BN)) * (DP) * 2 + 8 * (2 * (QS) + 8))
+ * V, OS x BM rows of O's staging tiles, and the mbarriers (full / empty for each Q buffer and
+ * each stage of K and of V) */
+#define OPSI_SDPA_SM90_SMEM(BM, BN, DP, QS, OS) \
+  (1024 + (((QS) + (OS)) * (BM) + 4 * (BN)) * (DP) * 2 + 8 * (2 * (QS) + 8))
 
 /* How a Hopper attention launch walks its work tiles, as the launcher reports it and the
  * rows' plan function predicts it. Calls whose tiles all come from one [B, S, H, D] layout (no

@@ -77,6 +77,11 @@ template <typename C, int CL> ops_status run_sm90(const opsi_launch *ctx, const 
   }
   const opsi::sdpa_geom &g = a->geom;
   if (g.seqlen_q == 0 || g.heads_q == 0 || g.batch == 0) return OPS_OK;
+  if (C::OS && !g.aligned) { /* the rows' align rule (16 bytes, every operand) keeps these away */
+    return opsi_launch_failed(ctx, OPS_ERR_INTERNAL,
+                              "the Hopper kernel got rows that are not 16-byte aligned, which its row excludes", NULL,
+                              0);
+  }
   /* Tiles from one [B, S, H, D] layout (no varlen, no KV cache): one block an SM walks them
    * (persistent: the next tile's Q and K / V load under the current one's keys), every other
    * pass in reverse (causal and windowed tiles differ in length). Otherwise a block a tile,
@@ -95,10 +100,10 @@ template <typename C, int CL> ops_status run_sm90(const opsi_launch *ctx, const 
   ops_status st = encode_operand(ctx, &mq, a->q, a->varlen, C::BM, "the tensor map of q");
   if (st == OPS_OK) st = encode_operand(ctx, &mk, a->k, a->varlen, C::BN / cluster, "the tensor map of k");
   if (st == OPS_OK) st = encode_operand(ctx, &mv, a->v, a->varlen, C::BN / cluster, "the tensor map of v");
-  /* where the shape stages O (and the rows are aligned, as TMA needs): its stores' map, a box a
-   * consumer warp's 16 rows (sdpa_sm90_epilogue.cuh) */
+  /* where the shape stages O: its stores' map, a box a consumer warp's 16 rows
+   * (sdpa_sm90_epilogue.cuh) */
   CUtensorMap mo = {};
-  if (st == OPS_OK && C::OS && g.aligned) st = encode_operand(ctx, &mo, a->o, a->varlen, 16, "the tensor map of o");
+  if (st == OPS_OK && C::OS) st = encode_operand(ctx, &mo, a->o, a->varlen, 16, "the tensor map of o");
   if (st != OPS_OK) return st;
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   opsi_launch_info *info = ctx->info;

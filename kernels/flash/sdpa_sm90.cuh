@@ -43,7 +43,7 @@ namespace opsi {
 namespace fa3 {
 
 /* The tensor maps' axes: (d, s, h, b); varlen: (d, t, h, 1) with s = the sequence's start + row.
- * map_o is read only where C::OS and g.aligned (the launcher leaves it zero otherwise). */
+ * map_o is read only where C::OS (the launcher leaves it zero otherwise). */
 template <typename T, typename C, int CL>
 __global__ void __launch_bounds__(C::THREADS, 1)
     sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       mma.mma(g, w, kv, tn, o, pa, sc, row_max, row_sum);
       kv += w.t_end - w.t_begin;
       ++tn;
-      if (C::OS && g.aligned) {
+      if constexpr (C::OS) {
         epilogue_staged<T, C::DP>(g, w, &map_o, sm.o + (warp - 4) * C::O_WARP_BYTES, mma.r_in, lane, o, row_max,
                                   row_sum);
       } else {
@@ -120,7 +120,9 @@ __global__ void __launch_bounds__(C::THREADS, 1)
       }
     }
     /* the staging tile stays until the copy engine has read it */
-    if (C::OS && g.aligned && elect_one()) bulk_wait_read<0>();
+    if constexpr (C::OS) {
+      if (elect_one()) bulk_wait_read<0>();
+    }
     /* the last warpgroup's last hand-over (one more than warpgroup 1 waited for) is taken
      * here, so that no arrival is left pending on barrier 1 */
     if (cw == 0) named_bar_sync(1, 256);

@@ -8,7 +8,7 @@
  * single one at an odd Dv's last column). Rows past the sequence and columns past Dv are not
  * stored.
  *
- * Shapes with OS (sdpa_sm90_shape.h) stage instead, where O's rows are aligned: each consumer
+ * Shapes with OS (sdpa_sm90_shape.h) stage instead: each consumer
  * warp rounds its 16 rows into its own staging tile (kernels/common/sm90_stage.cuh) and one
  * elected lane stores the tile by TMA, a box of 64 columns at a time, bounded by the map of O;
  * the warp goes on to its next work tile while the copy engine writes, and waits for the copy
@@ -92,7 +92,8 @@ __device__ __forceinline__ void epilogue(const sdpa_geom &g, const sdpa_work &w,
   }
 }
 
-/* The staged epilogue of a consumer warp (OS shapes, g.aligned): `tile` is the warp's staging
+/* The staged epilogue of a consumer warp (OS shapes; O's rows are 16-byte aligned, as the
+ * Hopper rows require of every operand): `tile` is the warp's staging
  * tile, map_o the map of O as (d, s, h, b) in boxes of 64 x 16 (varlen: (d, t, h, 1)). The warp
  * must be converged. */
 template <typename T, int DP>

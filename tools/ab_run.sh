@@ -1,0 +1,63 @@
+#!/bin/bash
+# ab_run.sh: the runner inside tools/pack_ab.sh's archive, on the GPU host. Runs CMD (a bash
+# command line) with these helpers, logs in $OUT (the device tool's output folder) or ./logs:
+#   ops [FILTER]              gpu_ops_test (FILTER: OPSLIB_TEST_FILTER, cmocka's glob)
+#   san TOOL FILTER           the same under compute-sanitizer TOOL (memcheck, racecheck)
+#   grid "NAME NAME .." ARGS  bench/attn_grid.py with each library in turn (interleave them:
+#                             "new main new main"), --json into the logs; ARGS to each run
+#   gemm "NAME NAME .." ARGS  bench/gemm_grid.py the same way
+#   ncu_one NAME ARGS         the 3rd attention launch of `attn_grid.py --one ARGS` (KERNEL B S
+#                             HQ HKV D CAUSAL) with library NAME under ncu --clock-control
+#                             none: time, scheduler statistics,
+#                             stalls a issue, L1/TEX and shared-memory bank conflicts
+#   ab/ab_run.sh 'ops & (san memcheck "sdpa*") & wait; grid "new main new main"'
+set -u
+B=$(cd "$(dirname "$0")" && pwd)
+L=${OUT:-$B/logs}
+mkdir -p "$L"
+export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$B/python"
+ops() {
+  local log="$L/ops${1:+_$1}.log"
+  log=${log//\*/_}
+  OPSLIB_TEST_FILTER="${1:-}" "$B/bin/gpu_ops_test" > "$log" 2>&1
+  echo "ops ${1:-all}: rc $?"
+  grep -E "^\[  (PASSED|FAILED)  \]|^\[  FAILED  \]" "$log" | tail -n 8
+}
+san() {
+  local log="$L/$1_$2.log"
+  log=${log//\*/_}
+  OPSLIB_TEST_FILTER="$2" compute-sanitizer --tool "$1" --error-exitcode 99 "$B/bin/gpu_ops_test" > "$log" 2>&1
+  echo "$1 $2: rc $?"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$log" | tail -n 4
+  grep -m 1 -A 12 -E "^========= (Error|Warning|Race|Invalid|Program hit)" "$log"
+}
+grid_of() {
+  local script=$1 libs=$2 i=0
+  shift 2
+  for l in $libs; do
+    i=$((i + 1))
+    echo "=== $l (run $i) $(date -u +%H:%M:%SZ)"
+    OPSLIB_LIBRARY="$B/lib/$l.so" python3 "$B/bench/$script" --json "$L/${script%.py}_${l}_$i.json" "$@"
+  done
+}
+grid() { grid_of attn_grid.py "$@"; }
+gemm() { grid_of gemm_grid.py "$@"; }
+ncu_one() {
+  local lib=$1
+  shift
+  local m=gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+  m=$m,smsp__warps_eligible.avg.per_cycle_active,smsp__warps_active.avg.per_cycle_active
+  for s in barrier long_scoreboard short_scoreboard wait math_pipe_throttle; do
+    m=$m,smsp__average_warps_issue_stalled_${s}_per_issue_active.ratio
+  done
+  m=$m,l1tex__throughput.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+  OPSLIB_LIBRARY="$B/lib/$lib.so" ncu --clock-control none --kernel-name regex:sdpa --launch-skip 2 \
+    --launch-count 1 --metrics "$m" python3 "$B/bench/attn_grid.py" --one "$@" 2>&1 | grep -E "Context|__" |
+    sed 's/  */ /g'
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
+echo "start $(date -u +%H:%M:%SZ)"
+eval "$1"
+echo "end $(date -u +%H:%M:%SZ)"

@@ -20,12 +20,13 @@
 namespace opsi {
 namespace sm90 {
 
-/* bytes of a staging tile: 16 rows of DP 16-bit elements */
-template <int DP> constexpr int staged_bytes() { return 16 * DP * 2; }
+/* bytes of one box (16 rows x 64 columns) and of a staging tile (16 rows of DP 16-bit elements) */
+constexpr int STAGED_BOX_BYTES = 16 * 128;
+template <int DP> constexpr int staged_bytes() { return DP / 64 * STAGED_BOX_BYTES; }
 
 /* the byte offset of row `row`'s 16-byte chunk `chunk` (columns 8 chunk ..) in a staging tile */
 __device__ __forceinline__ uint32_t staged_offset(int row, int chunk) {
-  return (uint32_t)((chunk / 8) * 2048 + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
+  return (uint32_t)((chunk / 8) * STAGED_BOX_BYTES + row * 128 + (((chunk % 8) ^ (row % 8)) << 4));
 }
 
 /* The warp's accumulator rows into `tile`, rounded to T after scaling: acc[n * 4 + h * 2 + e]

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kernels/common/sm90_async.cuh"
+#include "kernels/common/sm90_stage.cuh"
 #include "kernels/flash/sdpa_sm90_shape.h"
 
 namespace opsi {
@@ -31,7 +32,7 @@ struct cfg {
   static constexpr int THREADS = 128 * (NC + 1);
   static constexpr int Q_BYTES = BM * DP * 2;
   static constexpr int KV_BYTES = BN * DP * 2; /* one of K or V, one stage */
-  static constexpr int O_WARP_BYTES = 16 * DP * 2; /* a consumer warp's staging tile of O */
+  static constexpr int O_WARP_BYTES = sm90::staged_bytes<DP>(); /* a consumer warp's staging tile of O */
   static constexpr int BARRIER_BYTES = 8 * (2 * QS + 4 * STAGES);
   static constexpr int SMEM_BYTES = 1024 + QS * Q_BYTES + 2 * STAGES * KV_BYTES + OS * 4 * NC * O_WARP_BYTES +
                                     BARRIER_BYTES;

@@ -8,14 +8,14 @@
  * single one at an odd Dv's last column). Rows past the sequence and columns past Dv are not
  * stored.
  *
- * Shapes with OS (sdpa_sm90_shape.h) stage instead: each consumer
- * warp rounds its 16 rows into its own staging tile (kernels/common/sm90_stage.cuh) and one
- * elected lane stores the tile by TMA, a box of 64 columns at a time, bounded by the map of O;
- * the warp goes on to its next work tile while the copy engine writes, and waits for the copy
- * to have read the tile only before it stages the next one. Varlen rows that cross their
- * sequence's end (the map would write into the next sequence) and a Dv that is not a multiple
- * of 8 (rows that end inside a 16-byte chunk, which the copy was seen to write whole:
- * bench/RESULTS.md, session 64) are read back and stored by the warp.
+ * Shapes with OS (sdpa_sm90_shape.h) stage instead: each consumer warp rounds its 16 rows into
+ * its own staging tile (kernels/common/sm90_stage.cuh) and one elected lane stores the tile by
+ * TMA, a box of 64 columns at a time, bounded by the map of O; the warp goes on to its next
+ * work tile while the copy engine writes, and waits for the copy to have read the tile only
+ * before it stages the next one. Varlen rows that cross their sequence's end (the map would
+ * write into the next sequence) and a Dv that is not a multiple of 8 (rows that end inside a
+ * 16-byte chunk, which the copy was seen to write whole: bench/RESULTS.md, session 64) are read
+ * back and stored by the warp.
  */
 #ifndef OPSLIB_KERNELS_FLASH_SDPA_SM90_EPILOGUE_CUH_
 #define OPSLIB_KERNELS_FLASH_SDPA_SM90_EPILOGUE_CUH_
@@ -93,9 +93,8 @@ __device__ __forceinline__ void epilogue(const sdpa_geom &g, const sdpa_work &w,
 }
 
 /* The staged epilogue of a consumer warp (OS shapes; O's rows are 16-byte aligned, as the
- * Hopper rows require of every operand): `tile` is the warp's staging
- * tile, map_o the map of O as (d, s, h, b) in boxes of 64 x 16 (varlen: (d, t, h, 1)). The warp
- * must be converged. */
+ * Hopper rows require of every operand): `tile` is the warp's staging tile, map_o the map of O
+ * as (d, s, h, b) in boxes of 64 x 16 (varlen: (d, t, h, 1)). The warp must be converged. */
 template <typename T, int DP>
 __device__ __forceinline__ void epilogue_staged(const sdpa_geom &g, const sdpa_work &w, const CUtensorMap *map_o,
                                                 uint8_t *tile, int r_in, int lane, const float (&o)[DP / 2],
@@ -119,7 +118,8 @@ __device__ __forceinline__ void epilogue_staged(const sdpa_geom &g, const sdpa_w
     if (elect_one()) {
 #pragma unroll
       for (int bx = 0; bx < DP / 64; ++bx) {
-        if (bx * 64 < g.dv) tma_store_4d(map_o, tile + bx * 2048, bx * 64, s.q0 + i0, w.h, sdpa_map_batch(g, w.b));
+        if (bx * 64 >= g.dv) continue;
+        tma_store_4d(map_o, tile + bx * STAGED_BOX_BYTES, bx * 64, s.q0 + i0, w.h, sdpa_map_batch(g, w.b));
       }
       bulk_commit();
     }

@@ -48,7 +48,7 @@ template <typename T, typename C, int CL>
 __global__ void __launch_bounds__(C::THREADS, 1)
     sdpa_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                      const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                     const sdpa_geom g) {
+                     const sdpa_geom g, const __grid_constant__ sdpa_tile_divs divs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace opsi::sm90;
   constexpr int NC = C::NC;
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::LOAD_REGS));
     if (warp == 0 && lane == 0) {
       const producer<C, CL> load{sm, &map_q, &map_k, &map_v, (int)rank * (C::BN / 2)};
-      load.run(g, tiles);
+      load.run(g, tiles, divs);
       /* every load issued: the next kernel may start launching (it waits for this one) */
       asm volatile("griddepcontrol.launch_dependents;");
       /* the producer's other threads have exited, which barrier.cluster does not wait for */
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
      * last P V) */
     if (cw == NC - 1) named_bar_arrive(1, 256);
     int kv = 0, tn = 0; /* key tiles and work tiles consumed so far */
-    for (tile_scheduler<C::BM, C::BN> ts(g, tiles); ts.valid(); ts.advance()) {
+    for (tile_scheduler<C::BM, C::BN> ts(g, tiles, divs); ts.valid(); ts.advance()) {
       const sdpa_work w = ts.work(g);
       if (w.empty()) continue;
 #pragma unroll
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(C::THREADS, 1)
     if constexpr (CL > 1) cluster_sync();
   }
 #else
-  (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)g;
+  (void)map_q, (void)map_k, (void)map_v, (void)map_o, (void)g, (void)divs;
   __trap();
 #endif
 }
@@ -146,6 +146,7 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
   const auto kernel = sdpa_sm90_kernel<T, C, CL>;
   cudaError_t e = smem_optin(kernel, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
+  const sdpa_tile_divs divs = sdpa_tile_divs_make<C::BM>(g);
   /* a programmatic dependent launch: this kernel's prologue may run under the previous
    * kernel's tail (the kernel waits before its first global access) */
   cudaLaunchConfig_t lc = {};
@@ -158,7 +159,7 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
   lc.attrs = attr, lc.numAttrs = CL > 1 ? 2 : 1;
   if constexpr (CL == 1) {
     lc.gridDim = dim3((unsigned)grid);
-    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_o, g);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_o, g, divs);
     if (e != cudaSuccess) return e;
   } else {
     /* a persistent grid: as many clusters as fit at once (an SM of an odd GPC stays idle),
@@ -176,7 +177,7 @@ cudaError_t launch_sdpa_sm90(const CUtensorMap &map_q, const CUtensorMap &map_k,
     }
     if (fit > 0 && fit * CL < grid) grid = fit * CL;
     lc.gridDim = dim3((unsigned)grid);
-    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_o, g);
+    e = cudaLaunchKernelEx(&lc, kernel, map_q, map_k, map_v, map_o, g, divs);
     if (e != cudaSuccess) return e;
   }
   grid_out[0] = grid, grid_out[1] = grid_out[2] = 1;

@@ -74,10 +74,10 @@ template <typename C, int CL> struct producer {
    * Q goes out right after this tile's first K (its buffer frees once the previous tile's last
    * S has read it, as the second K's stage does): a tile ahead of where it would come in the
    * order of the keys. */
-  __device__ __forceinline__ void run(const sdpa_geom &g, int64_t tiles) const {
+  __device__ __forceinline__ void run(const sdpa_geom &g, int64_t tiles, const sdpa_tile_divs &divs) const {
     constexpr int BN = C::BN;
     int kv = 0, tn = 0; /* key tiles and work tiles loaded so far */
-    tile_scheduler<C::BM, BN> ts(g, tiles);
+    tile_scheduler<C::BM, BN> ts(g, tiles, divs);
     sdpa_work w;
     bool have = next_work(g, ts, w);
     if (C::QS > 1 && have) load_q(w, 0, sdpa_map_batch(g, w.b));

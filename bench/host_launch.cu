@@ -1,5 +1,6 @@
-// Host time per call from C, beside the CUDA launches it is made of: ops_sdpa (decode, GQA
-// 32:8, d 128: B8 and B1, 1024 and 4096 keys: one launch or two) and ops_gemm (M16 N4096
+// Host time per call from C, beside the CUDA launches it is made of: ops_sdpa (GQA 32:8, d 128:
+// decode at B8 and B1, 1024 and 4096 keys, one launch or two; B1 causal prefill of 128 and 512
+// tokens, the Hopper forward with its tensor maps) and ops_gemm (M16 N4096
 // K4096) with their workspace queries, and empty kernels launched each way a launcher does
 // (<<<>>>, cudaLaunchKernelEx plain, with the programmatic-serialization attribute, in
 // clusters, with 68 KB of shared memory) and the runtime calls around them. Each figure is
@@ -70,34 +71,42 @@ static ops_tensor device_tensor(int ndim, const int64_t *shape, void **mem) {
   return t;
 }
 
+/* One ops_sdpa row: GQA 32:8, d 128, B x Sq queries against B x Sk keys. */
+static void sdpa_row(ops_handle h, cudaStream_t s, const char *what, int64_t b, int64_t sq, int64_t sk,
+                     int causal) {
+  const int64_t qs[4] = {b, sq, 32, 128}, ks[4] = {b, sk, 8, 128};
+  void *m[4], *w = NULL;
+  ops_tensor q = device_tensor(4, qs, &m[0]), o = device_tensor(4, qs, &m[1]);
+  ops_tensor k = device_tensor(4, ks, &m[2]), v = device_tensor(4, ks, &m[3]);
+  ops_sdpa_params p;
+  ops_sdpa_params_init(&p);
+  p.causal = causal;
+  size_t ws = 0;
+  CHECK(ops_sdpa_workspace_size(h, &p, &q, &k, &v, &o, NULL, &ws));
+  if (ws > 0 && cudaMalloc(&w, ws) != cudaSuccess) exit(1);
+  CHECK(ops_sdpa(h, &p, &q, &k, &v, &o, NULL, w, ws));
+  ops_explain e;
+  e.struct_size = sizeof e;
+  CHECK(ops_sdpa_explain(h, &p, &q, &k, &v, &o, NULL, &e));
+  const double run = host_us(s, [&] { ops_sdpa(h, &p, &q, &k, &v, &o, NULL, w, ws); });
+  const double query = host_us(s, [&] {
+    size_t x;
+    ops_sdpa_workspace_size(h, &p, &q, &k, &v, &o, NULL, &x);
+  });
+  printf("ops_sdpa %s B%lld S%lld kv%lld (%s: %s)  %.2f us, workspace query %.2f us\n", what, (long long)b,
+         (long long)sq, (long long)sk, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "-",
+         e.chosen >= 0 && e.plan[e.chosen] ? e.plan[e.chosen] : "", run, query);
+  for (void *p_ : m) cudaFree(p_);
+  if (w) cudaFree(w);
+}
+
+/* decode (the split kernels: one launch or two), then causal prefill (the Hopper forward,
+ * whose launch encodes a tensor map of each of Q, K, V and, where O is stored by TMA, O) */
 static void sdpa_rows(ops_handle h, cudaStream_t s) {
   for (int64_t b : {8, 1}) {
-    for (int64_t kv : {1024, 4096}) {
-      const int64_t qs[4] = {b, 1, 32, 128}, ks[4] = {b, kv, 8, 128};
-      void *m[4], *w = NULL;
-      ops_tensor q = device_tensor(4, qs, &m[0]), o = device_tensor(4, qs, &m[1]);
-      ops_tensor k = device_tensor(4, ks, &m[2]), v = device_tensor(4, ks, &m[3]);
-      ops_sdpa_params p;
-      ops_sdpa_params_init(&p);
-      size_t ws = 0;
-      CHECK(ops_sdpa_workspace_size(h, &p, &q, &k, &v, &o, NULL, &ws));
-      if (ws > 0 && cudaMalloc(&w, ws) != cudaSuccess) exit(1);
-      CHECK(ops_sdpa(h, &p, &q, &k, &v, &o, NULL, w, ws));
-      ops_explain e;
-      e.struct_size = sizeof e;
-      CHECK(ops_sdpa_explain(h, &p, &q, &k, &v, &o, NULL, &e));
-      const double run = host_us(s, [&] { ops_sdpa(h, &p, &q, &k, &v, &o, NULL, w, ws); });
-      const double query = host_us(s, [&] {
-        size_t x;
-        ops_sdpa_workspace_size(h, &p, &q, &k, &v, &o, NULL, &x);
-      });
-      printf("ops_sdpa decode B%lld kv%lld (%s: %s)  %.2f us, workspace query %.2f us\n", (long long)b,
-             (long long)kv, e.chosen >= 0 ? e.verdicts[e.chosen].kernel_name : "-",
-             e.chosen >= 0 && e.plan[e.chosen] ? e.plan[e.chosen] : "", run, query);
-      for (void *p_ : m) cudaFree(p_);
-      if (w) cudaFree(w);
-    }
+    for (int64_t kv : {1024, 4096}) sdpa_row(h, s, "decode", b, 1, kv, 0);
   }
+  for (int64_t n : {128, 512}) sdpa_row(h, s, "causal prefill", 1, n, n, 1);
 }
 
 static void gemm_row(ops_handle h, cudaStream_t s) {

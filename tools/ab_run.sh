@@ -9,7 +9,11 @@
 #   ncu_one NAME ARGS         the 3rd attention launch of `attn_grid.py --one ARGS` (KERNEL B S
 #                             HQ HKV D CAUSAL) with library NAME under ncu --clock-control
 #                             none: time, scheduler statistics,
-#                             stalls a issue, L1/TEX and shared-memory bank conflicts
+#                             stalls a issue, L1/TEX and shared-memory bank conflicts, DRAM
+#                             bytes, the tensor pipe. KERNEL torch:cudnn profiles PyTorch's
+#                             cuDNN backend instead (NCU_KERNEL: the kernel-name regex, sdpa)
+#   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
+#                             its own, `default` for the legacy stream): host time per call
 #   ab/ab_run.sh 'ops & (san memcheck "sdpa*") & wait; grid "new main new main"'
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +48,7 @@ grid_of() {
 grid() { grid_of attn_grid.py "$@"; }
 gemm() { grid_of gemm_grid.py "$@"; }
 ncu_one() {
-  local lib=$1
+  local lib=$1 s
   shift
   local m=gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
   m=$m,smsp__warps_eligible.avg.per_cycle_active,smsp__warps_active.avg.per_cycle_active
@@ -53,9 +57,20 @@ ncu_one() {
   done
   m=$m,l1tex__throughput.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed
   m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
-  OPSLIB_LIBRARY="$B/lib/$lib.so" ncu --clock-control none --kernel-name regex:sdpa --launch-skip 2 \
+  m=$m,dram__bytes_read.sum,dram__bytes_write.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+  m=$m,launch__grid_size,launch__block_size,launch__shared_mem_per_block_dynamic,launch__registers_per_thread
+  m=$m,sm__warps_active.avg.pct_of_peak_sustained_active
+  OPSLIB_LIBRARY="$B/lib/$lib.so" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-sdpa}" --launch-skip 2 \
     --launch-count 1 --metrics "$m" python3 "$B/bench/attn_grid.py" --one "$@" 2>&1 | grep -E "Context|__" |
     sed 's/  */ /g'
+}
+host() {
+  local lib=$1 d="$B/host_$1"
+  shift
+  mkdir -p "$d"
+  ln -sf "$B/lib/$lib.so" "$d/libopslib.so"
+  nvcc -O2 -std=c++17 -arch=sm_90a -I"$B/include" "$B/bench/host_launch.cu" -L"$d" -lopslib -o "$d/host_launch" &&
+    LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" "$d/host_launch" "$@" 2>&1 | tee "$L/host_$lib.log"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
 echo "start $(date -u +%H:%M:%SZ)"

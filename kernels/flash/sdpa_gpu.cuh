@@ -126,7 +126,7 @@ __device__ __forceinline__ void sdpa_row_keys(const sdpa_geom &g, const sdpa_seq
  * (sc[n][e]: row (e / 2) * 8 of the thread's pair), -> unnormalized probabilities exp2(x k -
  * max), in place. Each row's running max and sum are updated over the quad of threads that
  * holds it; rs: the factor the row's O is to be rescaled by. */
-template <int NB, typename Exp2>
+template <bool TREE_SUM = false, int NB, typename Exp2>
 __device__ __forceinline__ void sdpa_softmax_tile(float (&sc)[NB][4], float k, float (&row_max)[2],
                                                   float (&row_sum)[2], float (&rs)[2], Exp2 exp2) {
 #pragma unroll
@@ -145,12 +145,23 @@ __device__ __forceinline__ void sdpa_softmax_tile(float (&sc)[NB][4], float k, f
     const float base = mx == -INFINITY ? 0.0f : mx; /* a row with nothing visible yet */
     rs[hr] = exp2(row_max[hr] - base);
     row_max[hr] = mx;
-    float sum = 0.0f;
+    float sum = 0.0f, p[NB]; /* TREE_SUM: the row's sum by a tree too (p), else in order */
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       sc[n][2 * hr] = exp2(fmaf(sc[n][2 * hr], k, -base));
       sc[n][2 * hr + 1] = exp2(fmaf(sc[n][2 * hr + 1], k, -base));
-      sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+      if constexpr (TREE_SUM) {
+        p[n] = sc[n][2 * hr] + sc[n][2 * hr + 1];
+      } else {
+        sum += sc[n][2 * hr] + sc[n][2 * hr + 1];
+      }
+    }
+    if constexpr (TREE_SUM) {
+#pragma unroll
+      for (int w = 1; w < NB; w *= 2)
+#pragma unroll
+        for (int n = 0; n + w < NB; n += 2 * w) p[n] += p[n + w];
+      sum = p[0];
     }
     row_sum[hr] = row_sum[hr] * rs[hr] + sum;
   }
@@ -160,19 +171,37 @@ __device__ __forceinline__ void sdpa_softmax_tile(float (&sc)[NB][4], float k, f
  * the m16n8 / m64nN accumulator layout: sc[n][e] is row r0 + (e / 2) * 8, key j0 + 8 n +
  * (lane % 4) * 2 + e % 2 (tile rows i_lo .. i_hi, within the sequence). Each row's running
  * max and sum are updated over the quad of threads that holds it; rs: the factor the row's O
- * is to be rescaled by. A tile that needs no mask under a positive scale keeps its raw dot
- * products: the max of the raw row times the scale is the scaled max, and each probability is
- * exp2(dot * scale - max), one FFMA; otherwise the scores go to the log2 domain first (masked
- * where the tile needs it) and the factor is 1. TENSOR_MASK: whether the kernel takes an
- * explicit mask tensor (the Hopper rows do not, and without its loads the masked path fits
- * their registers). */
-template <bool TENSOR_MASK, int NB, typename Exp2>
+ * is to be rescaled by. Under a positive scale and no mask tensor the raw dot products stay
+ * (-inf outside each row's visible keys, where the tile cuts any; a masked tile only where
+ * SPARE_REGS): the max of the raw row times the scale is the scaled max, and each probability
+ * is exp2(dot * scale - max), one FFMA; otherwise (a mask tensor, a scale <= 0, a masked tile
+ * without SPARE_REGS) the scores go to the log2 domain first and the factor is 1.
+ * TENSOR_MASK: whether the kernel takes an explicit mask tensor (the Hopper rows do not, and
+ * without its loads the masked path fits their registers). SPARE_REGS: whether the kernel has
+ * registers to spare for a second masked path beside the log2 one and for the row sums by a
+ * tree (sdpa_softmax_tile's TREE_SUM). */
+template <bool TENSOR_MASK, bool SPARE_REGS, int NB, typename Exp2>
 __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i_lo,
                                                     int i_hi, int r0, int j0, int lane, float (&sc)[NB][4],
                                                     float (&row_max)[2], float (&row_sum)[2], float (&rs)[2],
                                                     Exp2 exp2) {
   if (g.scale_log2 > 0.0f && sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
-    sdpa_softmax_tile(sc, g.scale_log2, row_max, row_sum, rs, exp2);
+    sdpa_softmax_tile<SPARE_REGS>(sc, g.scale_log2, row_max, row_sum, rs, exp2);
+  } else if (SPARE_REGS && g.scale_log2 > 0.0f && !(TENSOR_MASK && g.mask != nullptr)) {
+    /* the raw dot products, -inf outside each row's visible keys: the scale goes into the
+     * exponent's FFMA as on an unmasked tile (-inf times a positive scale stays -inf) */
+    int lo[2], hi[2];
+    sdpa_row_keys(g, s, r0, &lo[0], &hi[0]);
+    sdpa_row_keys(g, s, r0 + 8, &lo[1], &hi[1]);
+    const int jq = j0 + (lane % 4) * 2;
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = jq + n * 8 + e % 2;
+        if (j < lo[e / 2] || j >= hi[e / 2]) sc[n][e] = -INFINITY;
+      }
+    sdpa_softmax_tile<SPARE_REGS>(sc, g.scale_log2, row_max, row_sum, rs, exp2);
   } else {
     /* to the log2 domain, -inf outside each row's visible keys, plus the mask where given:
      * the key bounds a row, not a test of every (i, j), keeps this path's registers few */
@@ -195,7 +224,7 @@ __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sd
         }
         sc[n][e] = x;
       }
-    sdpa_softmax_tile(sc, 1.0f, row_max, row_sum, rs, exp2);
+    sdpa_softmax_tile<SPARE_REGS>(sc, 1.0f, row_max, row_sum, rs, exp2);
   }
 }
 

@@ -241,8 +241,8 @@ __global__ void __launch_bounds__(cfg<T, DP>::THREADS) sdpa_mma_kernel(const sdp
 
     /* scores -> probabilities (exp2f), O rescaled by the rows' new max */
     float rs[2];
-    sdpa_online_softmax<true>(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane, sc, row_max, row_sum, rs,
-                              [](float x) { return exp2f(x); });
+    sdpa_online_softmax<true, false>(g, s, b, h, i_lo, i_hi, m0 + r_in, t * BN, lane, sc, row_max, row_sum, rs,
+                                    [](float x) { return exp2f(x); });
 #pragma unroll
     for (int n = 0; n < DP / 8; ++n) o[n][0] *= rs[0], o[n][1] *= rs[0], o[n][2] *= rs[1], o[n][3] *= rs[1];
 

@@ -7,7 +7,7 @@ long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py t
     python3 bench/attn_grid.py [--json FILE]                 # the grid, then the geomeans
     python3 bench/attn_grid.py --pinned [--groups target]    # also every eligible Hopper row, pinned
     python3 bench/attn_grid.py --one KERNEL B S HQ HKV D C   # 8 launches of one pinned kernel (ncu)
-    python3 bench/attn_grid.py --one torch:cudnn B S ...      # 8 of PyTorch's cuDNN (or flash) backend
+    python3 bench/attn_grid.py --one torch:cudnn B S ...      # 8 of PyTorch's cudnn (flash, efficient) backend
     python3 bench/attn_grid.py --reestimate JSON [--sm 90]   # this build's choices, the run's times
 """
 import argparse
@@ -44,14 +44,10 @@ def one(torch, opslib, name, b, s, hq, hkv, d, causal):
     q = torch.randn(b, s, hq, d, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16)
-    if name.startswith("torch:"):  # PyTorch's backend of that name (cudnn, flash), [B, H, S, D] views
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[name[6:]]
-        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-        with sdpa_kernel(backend):
-            for _ in range(8):
-                torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal),
-                                                                 enable_gqa=hq != hkv)
+    if name.startswith("torch:"):  # PyTorch's backend of that name, called as the grid times it
+        fn = sweep.torch_calls(torch, case(b, s, hq, hkv, d, bool(causal)))[name[6:]]
+        for _ in range(8):
+            fn({"q": q, "k": k, "v": v})
         torch.cuda.synchronize()
         return
     o = torch.empty_like(q)

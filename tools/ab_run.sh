@@ -6,6 +6,9 @@
 #   grid "NAME NAME .." ARGS  bench/attn_grid.py with each library in turn (interleave them:
 #                             "new main new main"), --json into the logs; ARGS to each run
 #   gemm "NAME NAME .." ARGS  bench/gemm_grid.py the same way
+#   gridcmp NEW BASE [ARGS]   bench/grid_cmp.py over this call's runs: NEW's time over BASE's a
+#                             shape and the geomean; status 0 where NEW is faster (ARGS: --kind
+#                             gemm where both grids ran, --markdown, --below X)
 #   ncu_one NAME ARGS         the 3rd attention launch of `attn_grid.py --one ARGS` (KERNEL B S
 #                             HQ HKV D CAUSAL) with library NAME under ncu --clock-control
 #                             none: time, scheduler statistics,
@@ -14,7 +17,7 @@
 #                             cuDNN backend instead (NCU_KERNEL: the kernel-name regex, sdpa)
 #   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
 #                             its own, `default` for the legacy stream): host time per call
-#   ab/ab_run.sh 'ops & (san memcheck "sdpa*") & wait; grid "new main new main"'
+#   ab/ab_run.sh 'ops & (san memcheck "sdpa*") & wait; grid "new main new main"; gridcmp new main'
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
 L=${OUT:-$B/logs}
@@ -47,6 +50,7 @@ grid_of() {
 }
 grid() { grid_of attn_grid.py "$@"; }
 gemm() { grid_of gemm_grid.py "$@"; }
+gridcmp() { python3 "$B/bench/grid_cmp.py" "$L" "$@"; }
 ncu_one() {
   local lib=$1 s
   shift

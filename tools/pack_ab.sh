@@ -37,7 +37,8 @@ if [ -n "$tests" ]; then
   done
 fi
 cp python/opslib/*.py "$out/ab/python/opslib/"
-cp bench/attn_grid.py bench/gemm_grid.py bench/sweep.py bench/sdpa_bwd_small.py bench/host_launch.cu "$out/ab/bench/"
+cp bench/attn_grid.py bench/gemm_grid.py bench/grid_cmp.py bench/sweep.py bench/sdpa_bwd_small.py bench/host_launch.cu \
+  "$out/ab/bench/"
 cp -r include "$out/ab/include"
 cp tools/ab_run.sh "$out/ab/"
 mkdir -p gpu_carry

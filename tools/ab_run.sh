@@ -17,6 +17,9 @@
 #                             cuDNN backend instead (NCU_KERNEL: the kernel-name regex, sdpa)
 #   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
 #                             its own, `default` for the legacy stream): host time per call
+#   sass CUBIN..              tools/sass_stats.py --loops on each cubin's cuobjdump listing
+#                             (nvcc -cubin here, carried beside the archive): HGMMA shapes,
+#                             R2UR, BRA.DIV, the loops' instructions, which ptxas -v does not say
 #   ab/ab_run.sh 'ops & (san memcheck "sdpa*") & wait; grid "new main new main"; gridcmp new main'
 set -u
 B=$(cd "$(dirname "$0")" && pwd)
@@ -75,6 +78,13 @@ host() {
   ln -sf "$B/lib/$lib.so" "$d/libopslib.so"
   nvcc -O2 -std=c++17 -arch=sm_90a -I"$B/include" "$B/bench/host_launch.cu" -L"$d" -lopslib -o "$d/host_launch" &&
     LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" "$d/host_launch" "$@" 2>&1 | tee "$L/host_$lib.log"
+}
+sass() {
+  local f
+  for f in "$@"; do
+    echo "== $f"
+    cuobjdump -sass "$f" | python3 "$B/tools/sass_stats.py" --loops | tee "$L/sass_$(basename "$f" .cubin).txt"
+  done
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
 echo "start $(date -u +%H:%M:%SZ)"

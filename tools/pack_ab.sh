@@ -41,6 +41,8 @@ cp bench/attn_grid.py bench/gemm_grid.py bench/grid_cmp.py bench/sweep.py bench/
   "$out/ab/bench/"
 cp -r include "$out/ab/include"
 cp tools/ab_run.sh "$out/ab/"
+mkdir -p "$out/ab/tools"
+cp tools/sass_stats.py "$out/ab/tools/"
 mkdir -p gpu_carry
 tar cf - -C "$out" ab | xz -6e --lzma2=dict=128MiB > gpu_carry/ab.tar.xz
 rm -rf "$out"

@@ -9,20 +9,7 @@ tool=bench/grid_cmp.py
 results=bench/results/attn_issue26_h200_2026-12-01_s67_halflast.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-check() { # name, then the command
-  name=$1
-  shift
-  if "$@" >"$tmp/out" 2>&1; then
-    pass=$((pass + 1))
-    echo "ok   $name"
-  else
-    fail=$((fail + 1))
-    echo "FAIL $name"
-    cat "$tmp/out"
-  fi
-}
+. tests/tools/check.sh
 status() { # expected status, then the tool's arguments: its output in $tmp/got
   want=$1
   shift
@@ -66,5 +53,4 @@ check "GEMM runs: labels and ratio" gemm
 check "a build without runs" status 2 "$tmp" a nope --kind attn
 check "builds of different shapes" status 2 "$tmp" c b --kind attn
 check "a directory of both grids without --kind" status 2 "$tmp" a b
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+tally

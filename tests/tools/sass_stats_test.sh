@@ -23,26 +23,18 @@ cat >"$tmp/x.sass" <<'SASS'
 		Function : kern_b
         /*0000*/                   EXIT ;                                         /* 0x000000000000794d */
 SASS
-pass=0
-fail=0
-check() { # name, then a fixed string the output must hold
-  if grep -qxF "$2" "$tmp/out"; then
-    pass=$((pass + 1))
-    echo "ok   $1"
-  else
-    fail=$((fail + 1))
-    echo "FAIL $1: no line \"$2\" in"
-    cat "$tmp/out"
-  fi
-}
+. tests/tools/check.sh
+has() { grep -qxF "$1" "$tmp/out" || { echo "no line \"$1\" in"; cat "$tmp/out"; return 1; }; }
 python3 tools/sass_stats.py --loops --min 2 "$tmp/x.sass" >"$tmp/out" 2>&1
-check "a function's counts" "kern_a: 9 instructions; HGMMA 1 HGMMA.64x128x16.F32.BF16; WARPGROUP 1; R2UR 1; BRA.DIV 1; BSSY 0; uniform datapath 11.1%"
-check "the conditional back edge's loop" "  loop 0x10-0x50: 5 instructions: R2UR 1 UIADD3 1 HGMMA 1 WARPGROUP 1 BRA 1"
-check "a function without wgmma" "kern_b: 1 instructions; HGMMA none; WARPGROUP 0; R2UR 0; BRA.DIV 0; BSSY 0; uniform datapath 0.0%"
-loops=$(grep -c "^  loop" "$tmp/out")
-[ "$loops" -eq 1 ] && pass=$((pass + 1)) && echo "ok   the retry branch is not a loop" ||
-  { fail=$((fail + 1)); echo "FAIL $loops loops"; cat "$tmp/out"; }
+a="kern_a: 9 instructions; HGMMA 1 HGMMA.64x128x16.F32.BF16; WARPGROUP 1; R2UR 1; BRA.DIV 1; BSSY 0;"
+check "a function's counts" has "$a uniform datapath 11.1%"
+check "the conditional back edge's loop" has \
+  "  loop 0x10-0x50: 5 instructions: R2UR 1 UIADD3 1 HGMMA 1 WARPGROUP 1 BRA 1"
+check "a function without wgmma" has \
+  "kern_b: 1 instructions; HGMMA none; WARPGROUP 0; R2UR 0; BRA.DIV 0; BSSY 0; uniform datapath 0.0%"
+one_loop() { [ "$(grep -c "^  loop" "$tmp/out")" -eq 1 ] || { cat "$tmp/out"; return 1; }; }
+check "the retry branch is not a loop" one_loop
 python3 tools/sass_stats.py <"$tmp/x.sass" >"$tmp/out" 2>&1
-check "stdin, without --loops" "kern_b: 1 instructions; HGMMA none; WARPGROUP 0; R2UR 0; BRA.DIV 0; BSSY 0; uniform datapath 0.0%"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+check "stdin, without --loops" has \
+  "kern_b: 1 instructions; HGMMA none; WARPGROUP 0; R2UR 0; BRA.DIV 0; BSSY 0; uniform datapath 0.0%"
+tally

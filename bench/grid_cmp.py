@@ -23,6 +23,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sweep  # noqa: E402  (bench/sweep.py, or the bundle's copy beside this file)
+
 # the fields that name a shape (attention, GEMM), in the order a label prints them
 SHAPE_KEYS = ("b", "s", "hq", "hkv", "d", "causal", "m", "n", "k")
 
@@ -81,11 +84,6 @@ def mean_times(runs):
     return us, torch_us, first
 
 
-def geomean(xs):
-    xs = [x for x in xs if x > 0 and not math.isnan(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
-
-
 def compare(new_runs, base_runs, new, base, markdown, out):
     """Prints the comparison; returns NEW's geomean time over BASE's."""
     a, ta, rows = mean_times(new_runs)
@@ -105,7 +103,7 @@ def compare(new_runs, base_runs, new, base, markdown, out):
                   f"{t / a[i]:.2f}x |", file=out)
         else:
             print(f"{name:42s} {base} {b[i]:9.1f}  {new} {a[i]:9.1f}  {new}/{base} {ratios[i]:.3f}", file=out)
-    g = geomean(ratios)
+    g = sweep.geomean(ratios)
     worst = max(range(len(rows)), key=lambda i: ratios[i])
     best = min(range(len(rows)), key=lambda i: ratios[i])
     print(f"GPU time {new} / {base}: geomean {g:.4f} over {len(rows)} shapes; "
@@ -114,8 +112,8 @@ def compare(new_runs, base_runs, new, base, markdown, out):
     groups = sorted({r.get("group", "all") for r in rows})
     for grp in groups:
         idx = [i for i, r in enumerate(rows) if r.get("group", "all") == grp]
-        pa = geomean([(ta[i] + tb[i]) / 2 / a[i] for i in idx])
-        pb = geomean([(ta[i] + tb[i]) / 2 / b[i] for i in idx])
+        pa = sweep.geomean([(ta[i] + tb[i]) / 2 / a[i] for i in idx])
+        pb = sweep.geomean([(ta[i] + tb[i]) / 2 / b[i] for i in idx])
         print(f"PyTorch's time over ours, {grp} ({len(idx)} shapes): {base} {pb:.3f}x, {new} {pa:.3f}x", file=out)
     return g
 

@@ -18,7 +18,7 @@ if [ "${1:-}" = "--tests" ]; then tests="$2"; shift 2; fi
 [ $# -gt 0 ] || { echo "usage: tools/pack_ab.sh [--tests DIR] NAME=DIR..." >&2; exit 2; }
 bin_of() { (cd "$1" && bazel info bazel-bin 2>/dev/null); }
 out=$(mktemp -d)
-mkdir -p "$out/ab/lib" "$out/ab/bin" "$out/ab/python/opslib" "$out/ab/bench"
+mkdir -p "$out/ab/lib" "$out/ab/bin" "$out/ab/python/opslib" "$out/ab/bench" "$out/ab/tools"
 for spec in "$@"; do
   name=${spec%%=*}
   dir=${spec#*=}
@@ -41,7 +41,6 @@ cp bench/attn_grid.py bench/gemm_grid.py bench/grid_cmp.py bench/sweep.py bench/
   "$out/ab/bench/"
 cp -r include "$out/ab/include"
 cp tools/ab_run.sh "$out/ab/"
-mkdir -p "$out/ab/tools"
 cp tools/sass_stats.py "$out/ab/tools/"
 mkdir -p gpu_carry
 tar cf - -C "$out" ab | xz -6e --lzma2=dict=128MiB > gpu_carry/ab.tar.xz

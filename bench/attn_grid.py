@@ -9,6 +9,7 @@ long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py t
     python3 bench/attn_grid.py --one KERNEL B S HQ HKV D C   # 8 launches of one pinned kernel (ncu)
     python3 bench/attn_grid.py --one torch:cudnn B S ...      # 8 of PyTorch's cudnn (flash, efficient) backend
     python3 bench/attn_grid.py --reestimate JSON [--sm 90]   # this build's choices, the run's times
+    python3 bench/attn_grid.py --cold | --apart [--json FILE]  # each call timed alone (sweep.isolate)
 """
 import argparse
 import json
@@ -66,6 +67,7 @@ def main():
     ap.add_argument("--groups", default="target,short,long", help="the grid's groups to run (comma-separated)")
     ap.add_argument("--reestimate", metavar="JSON", help="a --pinned run's shapes: this build's choices (no GPU)")
     ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
+    sweep.isolation_args(ap)
     args = ap.parse_args()
     if args.reestimate:
         return sweep.grid_reestimate(args.reestimate,
@@ -80,6 +82,7 @@ def main():
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0
     l2, timer, gen, out = sweep.grid_session(torch, opslib)
+    sweep.isolate(torch, args, timer, out)
     ratios = {}
     bad = []
     for b, s, hq, hkv, d, causal, group in GRID:

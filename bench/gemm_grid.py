@@ -7,6 +7,7 @@ the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/s
     python3 bench/gemm_grid.py --pinned [--ms 256,512]  # also every eligible Hopper row, pinned
     python3 bench/gemm_grid.py --one KERNEL M N K        # 8 launches of one pinned kernel (for ncu)
     python3 bench/gemm_grid.py --reestimate JSON [--sm 90]  # this build's choices, the run's times
+    python3 bench/gemm_grid.py --cold | --apart [--json FILE]  # each call timed alone (sweep.isolate)
 """
 import argparse
 import json
@@ -44,6 +45,7 @@ def main():
     ap.add_argument("--ms", default=",".join(map(str, MS)), help="the M values (default: all)")
     ap.add_argument("--reestimate", metavar="JSON", help="a --pinned run's shapes: this build's choices (no GPU)")
     ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
+    sweep.isolation_args(ap)
     args = ap.parse_args()
     if args.reestimate:
         return sweep.grid_reestimate(args.reestimate, lambda r: case(r["m"], r["n"], r["k"]), "cuda_gemm_sm90_", args.sm)
@@ -55,6 +57,7 @@ def main():
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0
     l2, timer, gen, out = sweep.grid_session(torch, opslib)
+    sweep.isolate(torch, args, timer, out)
     ratios = []
     for n, k in SHAPES:
         for m in (int(x) for x in args.ms.split(",")):

@@ -419,8 +419,11 @@ def explained(opslib, c, t, handle):
 # ---- timing ------------------------------------------------------------------------------
 
 class Timer:
-    def __init__(self, torch, cooldown):
-        self.torch, self.cooldown, self.busy_s = torch, cooldown, 0.0
+    """between: None, or a callable queued before every timed call, which is then timed alone
+    (events around it; the median of reps x 20 calls; isolate sets it)."""
+
+    def __init__(self, torch, cooldown, between=None):
+        self.torch, self.cooldown, self.busy_s, self.between = torch, cooldown, 0.0, between
 
     def time(self, fn, sets, reps=5):
         """Median GPU us a call of fn over rotating input sets (see the module's docstring)."""
@@ -430,6 +433,17 @@ class Timer:
         t0 = time.perf_counter()
         for i in range(2):
             fn(sets[i % len(sets)])
+        if self.between is not None:
+            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(20 * reps)]
+            for i, (a, b) in enumerate(ev):
+                self.between()
+                a.record()
+                fn(sets[i % len(sets)])
+                b.record()
+            torch.cuda.synchronize()
+            self.busy_s = time.perf_counter() - t0
+            return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev)
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn(sets[0])
@@ -696,6 +710,31 @@ def torch_and_opslib(script, why):
         return None
     import opslib
     return torch, opslib
+
+
+def isolation_args(ap):
+    """The grid scripts' --cold / --apart (isolate)."""
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--cold", action="store_true", help="time each call alone, after a 4096^3 bf16 GEMM")
+    g.add_argument("--apart", action="store_true", help="time each call alone, after a GPU sleep")
+
+
+def isolate(torch, args, timer, out):
+    """Each call timed alone (Timer's between), ours and PyTorch's alike, where args ask:
+    --cold: after a 4096 x 4096 x 4096 bf16 torch.matmul, so that the L2 and the SMs'
+    instruction caches hold its bytes when the call starts, as in a model step, where other
+    kernels run between two calls of one; --apart: after a GPU sleep of 1e6 cycles (which keeps
+    the host's issue ahead of the GPU), caches as the previous call left them. Back-to-back
+    calls (the default) overlap a call's launch with the one before it: our kernels' programmatic
+    dependent launches start their prologue under the previous call's tail. Recorded in out."""
+    if args.cold:
+        ga, gb = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        gc = torch.empty_like(ga)
+        timer.between = lambda: torch.matmul(ga, gb, out=gc)
+        out["isolation"] = "cold: each call timed alone after a 4096 x 4096 x 4096 bf16 torch.matmul"
+    elif args.apart:
+        timer.between = lambda: torch.cuda._sleep(1000000)
+        out["isolation"] = "apart: each call timed alone after a GPU sleep of 1e6 cycles"
 
 
 def grid_session(torch, opslib):

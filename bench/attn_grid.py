@@ -9,7 +9,7 @@ long rows of bench/RESULTS.md as the regression check; timed as bench/sweep.py t
     python3 bench/attn_grid.py --one KERNEL B S HQ HKV D C   # 8 launches of one pinned kernel (ncu)
     python3 bench/attn_grid.py --one torch:cudnn B S ...      # 8 of PyTorch's cudnn (flash, efficient) backend
     python3 bench/attn_grid.py --reestimate JSON [--sm 90]   # this build's choices, the run's times
-    python3 bench/attn_grid.py --cold | --apart [--json FILE]  # each call timed alone (sweep.isolate)
+    python3 bench/attn_grid.py --cold | --apart | --chain   # calls alone, or after a GEMM (sweep.isolate)
 """
 import argparse
 import json
@@ -82,7 +82,7 @@ def main():
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0
     l2, timer, gen, out = sweep.grid_session(torch, opslib)
-    sweep.isolate(torch, args, timer, out)
+    pre_ops, pre_torch = sweep.isolate(torch, opslib, args, timer, out)
     ratios = {}
     bad = []
     for b, s, hq, hkv, d, causal, group in GRID:
@@ -94,14 +94,17 @@ def main():
         choice, kernels = sweep.explained(opslib, c, sets[0], h)
         sweep.opslib_call(opslib, c, sets[0], handle=h)
         torch.cuda.synchronize()
-        t_ops = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets)
+        chain = {"ops": {}}
+        t_ops = sweep.chained(timer, lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets, pre_ops,
+                              chain["ops"])
         best, best_name, errs = None, None, {}
         for name, fn in sweep.torch_calls(torch, c).items():
             if name == "efficient":
                 continue
             try:
                 ref = fn(sets[0])
-                t = timer.time(fn, sets)
+                chain[name] = {}
+                t = sweep.chained(timer, fn, sets, pre_torch, chain[name])
             except RuntimeError as e:  # a backend that does not take the shape
                 errs[name] = str(e).split("\n")[0][:80]
                 continue
@@ -114,12 +117,19 @@ def main():
         row = {"b": b, "s": s, "hq": hq, "hkv": hkv, "d": d, "causal": causal, "group": group, "choice": choice,
                "plan": kernels.get(choice, {}).get("plan"), "us": t_ops, "tflops": flops / t_ops / 1e6,
                "torch_us": best, "torch_backend": best_name, "torch_errors": errs, "rel_err": err}
+        if pre_ops is not None:
+            row["chain"] = chain
         out["rows"].append(row)
         if not err <= 2e-2:
             bad.append(row)
         print(f"{group:<6} b{b:<3} s{s:<6} h{hq}:{hkv:<3} d{d:<4} {'causal' if causal else '      '} "
               f"{choice:<26} {t_ops:8.1f} us {flops / t_ops / 1e6:6.1f} TF/s  {best_name} {best:8.1f}  "
               f"{ratio:.2f}x  err {err:.1e}", flush=True)
+        if pre_ops is not None and best is not None:
+            o, p = chain["ops"], chain[best_name]
+            print(f"       chain: GEMM + this call {o['pair_us']:.1f} us (GEMM {o['pre_us']:.1f}); torch.matmul + "
+                  f"{best_name} {p['pair_us']:.1f} us (matmul {p['pre_us']:.1f}); {p['pair_us'] / o['pair_us']:.2f}x",
+                  flush=True)
         if args.pinned:
             row["pinned"], row["pinned_err"] = {}, {}
             for name in sorted(x for x in kernels if x.startswith("cuda_sdpa_sm90")):

@@ -7,7 +7,7 @@ the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/s
     python3 bench/gemm_grid.py --pinned [--ms 256,512]  # also every eligible Hopper row, pinned
     python3 bench/gemm_grid.py --one KERNEL M N K        # 8 launches of one pinned kernel (for ncu)
     python3 bench/gemm_grid.py --reestimate JSON [--sm 90]  # this build's choices, the run's times
-    python3 bench/gemm_grid.py --cold | --apart [--json FILE]  # each call timed alone (sweep.isolate)
+    python3 bench/gemm_grid.py --cold | --apart | --chain   # calls alone, or after a GEMM (sweep.isolate)
 """
 import argparse
 import json
@@ -57,7 +57,7 @@ def main():
         one(torch, opslib, args.one[0], *(int(x) for x in args.one[1:]))
         return 0
     l2, timer, gen, out = sweep.grid_session(torch, opslib)
-    sweep.isolate(torch, args, timer, out)
+    pre_ops, pre_torch = sweep.isolate(torch, opslib, args, timer, out)
     ratios = []
     for n, k in SHAPES:
         for m in (int(x) for x in args.ms.split(",")):
@@ -69,8 +69,8 @@ def main():
             sweep.opslib_call(opslib, c, sets[0], handle=h)
             torch.cuda.synchronize()
             err = sweep.rel_err(sets[0]["d"], ref)
-            t_torch = timer.time(lambda t: torch.matmul(t["a"], t["b"]), sets)
-            t_ops = timer.time(lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets)
+            t_torch = sweep.chained(timer, lambda t: torch.matmul(t["a"], t["b"]), sets, pre_torch)
+            t_ops = sweep.chained(timer, lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets, pre_ops)
             ratios.append(t_torch / t_ops)
             row = {"m": m, "n": n, "k": k, "choice": choice, "us": t_ops, "torch_us": t_torch, "rel_err": err}
             print(f"m{m:<4} n{n:<6} k{k:<6} {choice:<32} {t_ops:7.1f} us  matmul {t_torch:7.1f}  "

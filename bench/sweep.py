@@ -713,20 +713,32 @@ def torch_and_opslib(script, why):
 
 
 def isolation_args(ap):
-    """The grid scripts' --cold / --apart (isolate)."""
+    """The grid scripts' --cold / --apart / --chain (isolate)."""
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--cold", action="store_true", help="time each call alone, after a 4096^3 bf16 GEMM")
     g.add_argument("--apart", action="store_true", help="time each call alone, after a GPU sleep")
+    g.add_argument("--chain", action="store_true",
+                   help="each call's time after a 1024^3 GEMM of its own library, back to back")
 
 
-def isolate(torch, args, timer, out):
+def isolate(torch, opslib, args, timer, out):
     """Each call timed alone (Timer's between), ours and PyTorch's alike, where args ask:
     --cold: after a 4096 x 4096 x 4096 bf16 torch.matmul, so that the L2 and the SMs'
     instruction caches hold its bytes when the call starts, as in a model step, where other
     kernels run between two calls of one; --apart: after a GPU sleep of 1e6 cycles (which keeps
     the host's issue ahead of the GPU), caches as the previous call left them. Back-to-back
     calls (the default) overlap a call's launch with the one before it: our kernels' programmatic
-    dependent launches start their prologue under the previous call's tail. Recorded in out."""
+    dependent launches start their prologue under the previous call's tail. --chain: pairs of
+    calls back to back, each after a 1024 x 1024 x 1024 bf16 GEMM of its own library
+    (opslib.gemm before ours, torch.matmul before PyTorch's), less that GEMM's own back-to-back
+    time (chained): what the call adds to a chain of one library's kernels, where ours may start
+    under the GEMM's tail. Recorded in out. Returns the GEMMs for chained (ours, PyTorch's), or
+    (None, None)."""
+    if args.chain:
+        ga, gb = (torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        gc = torch.empty_like(ga)
+        out["isolation"] = "chain: after a 1024^3 bf16 GEMM of the same library, less its own time"
+        return (lambda: opslib.gemm(ga, gb.t(), out=gc)), (lambda: torch.matmul(ga, gb.t(), out=gc))
     if args.cold:
         ga, gb = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         gc = torch.empty_like(ga)
@@ -735,6 +747,19 @@ def isolate(torch, args, timer, out):
     elif args.apart:
         timer.between = lambda: torch.cuda._sleep(1000000)
         out["isolation"] = "apart: each call timed alone after a GPU sleep of 1e6 cycles"
+    return None, None
+
+
+def chained(timer, fn, sets, pre, rec=None):
+    """fn's time a call (timer.time), or with pre (isolate's --chain) the time of pre and fn back
+    to back less pre's own; both times go into the dict rec (pair_us, pre_us) where given."""
+    if pre is None:
+        return timer.time(fn, sets)
+    both = timer.time(lambda t: (pre(), fn(t)), sets)
+    alone = timer.time(lambda t: pre(), sets)
+    if rec is not None:
+        rec.update(pair_us=both, pre_us=alone)
+    return both - alone
 
 
 def grid_session(torch, opslib):

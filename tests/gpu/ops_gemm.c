@@ -397,10 +397,11 @@ static ops_status split_runs_identical(const char *row, const ops_tensor *a, con
 }
 
 /* Split-K (the cuda_gemm_sm90_*_splitk rows, and every other kernel on the same calls): few
- * output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the
- * second consumer half idle); two tile rows, the second partial (its second half wholly past
- * M), N and K tails; a batch with A
- * broadcast and an f32 D; one tile in many parts. Whole epilogues on some. Then two split
+ * output tiles over a long K. One tile row of 16 rows (A's box 16 rows, the second consumer
+ * half idle); two tile rows, the second partial (its second half wholly past M), N and K
+ * tails; a batch with A broadcast and an f32 D; one tile in many parts; a batch with B
+ * K-major (the rows that take only a K-major B, whose batched calls the random cases reach on
+ * some seeds only). Whole epilogues on some. Then two split
  * rows (a boxed width and a K-major-only one), pinned, five times each on one call: no
  * workspace, bitwise identical D (the parts are added in rank order); and the Hopper rows'
  * launch plans on that call and a taller one. */
@@ -415,6 +416,7 @@ void gemm_split_k(void **state) {
       {0, 200, 520, 4104, 0, 1, 2, OPS_DTYPE_F16, OPS_DTYPE_F16},
       {2, 72, 304, 2000, 1, 1, 0, OPS_DTYPE_BF16, OPS_DTYPE_F32},
       {0, 5, 40, 16384, 0, 1, 2, OPS_DTYPE_BF16, OPS_DTYPE_BF16},
+      {3, 40, 560, 3000, 0, 0, 2, OPS_DTYPE_BF16, OPS_DTYPE_BF16},
   };
   for (size_t i = 0; i < sizeof kShapes / sizeof kShapes[0]; ++i) {
     gemm_spec sp;

@@ -91,12 +91,13 @@ def compare(new_runs, base_runs, new, base, markdown, out):
     if [shape_of(x) for x in rows] != [shape_of(x) for x in rows_b]:
         raise ValueError(f"{new} and {base} ran different shapes")
     ratios = [x / y for x, y in zip(a, b)]
+    torch_us = [(x + y) / 2 for x, y in zip(ta, tb)]  # PyTorch's time a shape, both builds' runs
     if markdown:
         print(f"| shape | {base} us | {new} us | {new} / {base} | PyTorch us | {base}'s ratio | {new}'s ratio |",
               file=out)
         print("|---|---|---|---|---|---|---|", file=out)
     for i, row in enumerate(rows):
-        t = (ta[i] + tb[i]) / 2
+        t = torch_us[i]
         name = (row.get("group", "") + " " + label(row)).strip()
         if markdown:
             print(f"| {name} | {b[i]:.1f} | {a[i]:.1f} | {ratios[i]:.3f} | {t:.1f} | {t / b[i]:.2f}x | "
@@ -112,8 +113,8 @@ def compare(new_runs, base_runs, new, base, markdown, out):
     groups = sorted({r.get("group", "all") for r in rows})
     for grp in groups:
         idx = [i for i, r in enumerate(rows) if r.get("group", "all") == grp]
-        pa = sweep.geomean([(ta[i] + tb[i]) / 2 / a[i] for i in idx])
-        pb = sweep.geomean([(ta[i] + tb[i]) / 2 / b[i] for i in idx])
+        pa = sweep.geomean([torch_us[i] / a[i] for i in idx])
+        pb = sweep.geomean([torch_us[i] / b[i] for i in idx])
         print(f"PyTorch's time over ours, {grp} ({len(idx)} shapes): {base} {pb:.3f}x, {new} {pa:.3f}x", file=out)
     return g
 

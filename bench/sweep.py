@@ -734,14 +734,16 @@ def isolate(torch, opslib, args, timer, out):
     time (chained): what the call adds to a chain of one library's kernels, where ours may start
     under the GEMM's tail. Recorded in out. Returns the GEMMs for chained (ours, PyTorch's), or
     (None, None)."""
+    def square(n):  # a GEMM's A, B and D: n x n bf16
+        ga, gb = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        return ga, gb, torch.empty_like(ga)
+
     if args.chain:
-        ga, gb = (torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        gc = torch.empty_like(ga)
+        ga, gb, gc = square(1024)
         out["isolation"] = "chain: after a 1024^3 bf16 GEMM of the same library, less its own time"
         return (lambda: opslib.gemm(ga, gb.t(), out=gc)), (lambda: torch.matmul(ga, gb.t(), out=gc))
     if args.cold:
-        ga, gb = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        gc = torch.empty_like(ga)
+        ga, gb, gc = square(4096)
         timer.between = lambda: torch.matmul(ga, gb, out=gc)
         out["isolation"] = "cold: each call timed alone after a 4096 x 4096 x 4096 bf16 torch.matmul"
     elif args.apart:

@@ -68,7 +68,6 @@ def loops(insts, min_len):
     """Conditional backward branches spanning at least min_len instructions (a loop's back edge;
     the unconditional ones are the out-of-line retry stubs of waits, jumping back into the body):
     (start, end, instructions, histogram)."""
-    addr = [a for a, _ in insts]
     out = []
     for a, t in insts:
         m = TARGET_RE.search(t)
@@ -78,7 +77,7 @@ def loops(insts, min_len):
         if target >= a:
             continue
         body = [x for x in insts if target <= x[0] <= a]
-        if len(body) >= min_len and addr:
+        if len(body) >= min_len:
             hist = collections.Counter(opcode(x[1]).split(".")[0] for x in body)
             out.append((target, a, len(body), hist))
     return out

@@ -11,8 +11,8 @@
 #                             gemm where both grids ran, --markdown, --below X)
 #   ncu_one NAME ARGS         the 3rd attention launch of `attn_grid.py --one ARGS` (KERNEL B S
 #                             HQ HKV D CAUSAL) with library NAME under ncu --clock-control
-#                             none: time, scheduler statistics,
-#                             stalls a issue, L1/TEX and shared-memory bank conflicts, DRAM
+#                             none: time, scheduler statistics, stalls a issue (no_instruction:
+#                             instruction fetch), L1/TEX and shared-memory bank conflicts, DRAM
 #                             bytes, the tensor pipe. KERNEL torch:cudnn profiles PyTorch's
 #                             cuDNN backend instead (NCU_KERNEL: the kernel-name regex, sdpa)
 #   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
@@ -59,7 +59,7 @@ ncu_one() {
   shift
   local m=gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
   m=$m,smsp__warps_eligible.avg.per_cycle_active,smsp__warps_active.avg.per_cycle_active
-  for s in barrier long_scoreboard short_scoreboard wait math_pipe_throttle; do
+  for s in barrier long_scoreboard short_scoreboard wait math_pipe_throttle no_instruction branch_resolving; do
     m=$m,smsp__average_warps_issue_stalled_${s}_per_issue_active.ratio
   done
   m=$m,l1tex__throughput.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed

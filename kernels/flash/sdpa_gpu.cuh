@@ -171,36 +171,40 @@ __device__ __forceinline__ void sdpa_softmax_tile(float (&sc)[NB][4], float k, f
  * the m16n8 / m64nN accumulator layout: sc[n][e] is row r0 + (e / 2) * 8, key j0 + 8 n +
  * (lane % 4) * 2 + e % 2 (tile rows i_lo .. i_hi, within the sequence). Each row's running
  * max and sum are updated over the quad of threads that holds it; rs: the factor the row's O
- * is to be rescaled by. Under a positive scale and no mask tensor the raw dot products stay
- * (-inf outside each row's visible keys, where the tile cuts any; a masked tile only where
- * SPARE_REGS): the max of the raw row times the scale is the scaled max, and each probability
- * is exp2(dot * scale - max), one FFMA; otherwise (a mask tensor, a scale <= 0, a masked tile
- * without SPARE_REGS) the scores go to the log2 domain first and the factor is 1.
- * TENSOR_MASK: whether the kernel takes an explicit mask tensor (the Hopper rows do not, and
- * without its loads the masked path fits their registers). SPARE_REGS: whether the kernel has
- * registers to spare for a second masked path beside the log2 one and for the row sums by a
- * tree (sdpa_softmax_tile's TREE_SUM). */
+ * is to be rescaled by. Under a positive scale the raw dot products stay (-inf outside each
+ * row's visible keys, where the tile cuts any): the max of the raw row times the scale is the
+ * scaled max, and each probability is exp2(dot * scale - max), one FFMA; under a scale <= 0,
+ * and on a masked tile of a kernel that takes a mask tensor, the scores go to the log2 domain
+ * first and the factor is 1. TENSOR_MASK: whether the kernel takes an explicit mask tensor
+ * (the Hopper rows do not). Without one, every tile runs the same copy of sdpa_softmax_tile,
+ * masked or not, so that the consumers hold one softmax's code at each call site, not three.
+ * SPARE_REGS: whether the kernel has registers to spare for the row sums by a tree
+ * (sdpa_softmax_tile's TREE_SUM). */
 template <bool TENSOR_MASK, bool SPARE_REGS, int NB, typename Exp2>
 __device__ __forceinline__ void sdpa_online_softmax(const sdpa_geom &g, const sdpa_seq &s, int b, int h, int i_lo,
                                                     int i_hi, int r0, int j0, int lane, float (&sc)[NB][4],
                                                     float (&row_max)[2], float (&row_sum)[2], float (&rs)[2],
                                                     Exp2 exp2) {
-  if (g.scale_log2 > 0.0f && sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
-    sdpa_softmax_tile<SPARE_REGS>(sc, g.scale_log2, row_max, row_sum, rs, exp2);
-  } else if (SPARE_REGS && g.scale_log2 > 0.0f && !(TENSOR_MASK && g.mask != nullptr)) {
-    /* the raw dot products, -inf outside each row's visible keys: the scale goes into the
-     * exponent's FFMA as on an unmasked tile (-inf times a positive scale stays -inf) */
-    int lo[2], hi[2];
-    sdpa_row_keys(g, s, r0, &lo[0], &hi[0]);
-    sdpa_row_keys(g, s, r0 + 8, &lo[1], &hi[1]);
-    const int jq = j0 + (lane % 4) * 2;
+  if constexpr (!TENSOR_MASK) {
+    /* where the tile cuts a row (or the scale is <= 0): masked first, raw under a positive
+     * scale, else in the log2 domain */
+    const bool raw = g.scale_log2 > 0.0f;
+    if (!raw || !sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
+      int lo[2], hi[2];
+      sdpa_row_keys(g, s, r0, &lo[0], &hi[0]);
+      sdpa_row_keys(g, s, r0 + 8, &lo[1], &hi[1]);
+      const int jq = j0 + (lane % 4) * 2;
+      const float mul = raw ? 1.0f : g.scale_log2;
 #pragma unroll
-    for (int n = 0; n < NB; ++n)
+      for (int n = 0; n < NB; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int j = jq + n * 8 + e % 2;
-        if (j < lo[e / 2] || j >= hi[e / 2]) sc[n][e] = -INFINITY;
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int j = jq + n * 8 + e % 2;
+          sc[n][e] = j >= lo[e / 2] && j < hi[e / 2] ? sc[n][e] * mul : -INFINITY;
+        }
+    }
+    sdpa_softmax_tile<SPARE_REGS>(sc, raw ? g.scale_log2 : 1.0f, row_max, row_sum, rs, exp2);
+  } else if (g.scale_log2 > 0.0f && sdpa_tile_unmasked(g, s, i_lo, i_hi, j0, NB * 8)) {
     sdpa_softmax_tile<SPARE_REGS>(sc, g.scale_log2, row_max, row_sum, rs, exp2);
   } else {
     /* to the log2 domain, -inf outside each row's visible keys, plus the mask where given:

@@ -82,7 +82,7 @@ template <typename T, typename C, int CL> struct consumer {
    * the row statistics; O's rescale factors into rs */
   __device__ __forceinline__ void softmax(const sdpa_geom &g, const sdpa_work &w, int t, float (&sc)[BN / 2],
                                          float (&row_max)[2], float (&row_sum)[2], float (&rs)[2]) const {
-    /* registers to spare (sdpa_online_softmax) where the consumers have 240 */
+    /* registers to spare for the row sums by a tree (sdpa_online_softmax) where the consumers have 240 */
     sdpa_online_softmax<false, (C::MMA_REGS >= 240)>(g, w.s, w.b, w.h, w.i_lo, w.i_hi, w.i_lo + r_in, t * BN,
                                                      lane, reinterpret_cast<float(&)[BN / 8][4]>(sc), row_max,
                                                      row_sum, rs, fast_exp2);

@@ -17,6 +17,8 @@
 #                             cuDNN backend instead (NCU_KERNEL: the kernel-name regex, sdpa)
 #   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
 #                             its own, `default` for the legacy stream): host time per call
+#   refetch NAME [ARGS]       bench/code_refetch.py with library NAME (--json into the logs):
+#                             each call after a 200 KB kernel against after a 3 KB one
 #   sass CUBIN..              tools/sass_stats.py --loops on each cubin's cuobjdump listing
 #                             (nvcc -cubin here, carried beside the archive): HGMMA shapes,
 #                             R2UR, BRA.DIV, the loops' instructions, which ptxas -v does not say
@@ -78,6 +80,11 @@ host() {
   ln -sf "$B/lib/$lib.so" "$d/libopslib.so"
   nvcc -O2 -std=c++17 -arch=sm_90a -I"$B/include" "$B/bench/host_launch.cu" -L"$d" -lopslib -o "$d/host_launch" &&
     LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" "$d/host_launch" "$@" 2>&1 | tee "$L/host_$lib.log"
+}
+refetch() {
+  local lib=$1
+  shift
+  OPSLIB_LIBRARY="$B/lib/$lib.so" python3 "$B/bench/code_refetch.py" --json "$L/code_refetch_$lib.json" "$@"
 }
 sass() {
   local f

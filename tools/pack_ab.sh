@@ -38,6 +38,7 @@ if [ -n "$tests" ]; then
 fi
 cp python/opslib/*.py "$out/ab/python/opslib/"
 cp bench/attn_grid.py bench/gemm_grid.py bench/grid_cmp.py bench/sweep.py bench/sdpa_bwd_small.py bench/host_launch.cu \
+  bench/code_refetch.py bench/code_refetch.cu \
   "$out/ab/bench/"
 cp -r include "$out/ab/include"
 cp tools/ab_run.sh "$out/ab/"

@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import attn_grid  # noqa: E402
 import gemm_grid  # noqa: E402
+import grid_cmp  # noqa: E402
 import sweep  # noqa: E402
 
 CALLS = 30
@@ -130,15 +131,17 @@ def main():
     for b, s, hq, hkv, d, causal, group in attn_grid.GRID:
         if group in groups:
             c = attn_grid.case(b, s, hq, hkv, d, causal)
-            cases.append((f"B{b} S{s} H{hq}:{hkv} d{d}{' causal' if causal else ''}", c,
+            cases.append(({"b": b, "s": s, "hq": hq, "hkv": hkv, "d": d, "causal": causal}, c,
                           {n: f for n, f in sweep.torch_calls(torch, c).items() if n != "efficient"}))
     for n, k in GEMMS:
         for m in ([] if args.ms == "none" else [int(x) for x in args.ms.split(",")]):
-            cases.append((f"gemm m{m} n{n} k{k}", gemm_grid.case(m, n, k),
+            cases.append(({"m": m, "n": n, "k": k}, gemm_grid.case(m, n, k),
                           {"matmul": lambda t: torch.matmul(t["a"], t["b"])}))
-    for label, c, theirs in cases:
+    for shape, c, theirs in cases:
         sets = sweep.input_sets(torch, c, gen, l2)
-        row = {"call": label, "ops": measure(torch, ev, lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets)}
+        label = grid_cmp.label(shape)  # the grids' names of shapes
+        row = dict(shape, call=label,
+                   ops=measure(torch, ev, lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets))
         report(label, "opslib", row["ops"])
         for name, fn in theirs.items():
             try:

@@ -24,7 +24,9 @@
 #define SM90_EFF_96 0.74f
 #define SM90_EFF_64 0.70f
 /* The consumers by BN: two of 64 rows a tile, and where a tile's accumulators fit one
- * warpgroup (gemm_shape.h's opsi_gemm_sm90_wide) a tile each on unsplit calls with M over 64 */
+ * warpgroup (gemm_shape.h's opsi_gemm_sm90_wide) a tile each on unsplit calls with M over 64;
+ * a call without an epilogue runs the row's second instantiation, built without the fused
+ * epilogues (gemm_kernels.h), as a call's B layout picks its instantiation */
 #define SM90_CONSUMERS_256(MMA_REGS, BN, IN_FLIGHT)                                          \
   "setmaxnreg " #MMA_REGS ": 64 rows, wgmma m64n" #BN "k16 (" #IN_FLIGHT " groups left at a stage's " \
   "hand-back), fused epilogue"

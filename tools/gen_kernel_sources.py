@@ -46,12 +46,20 @@ FAMILIES = [
      "The Hopper attention backward (sdpa_bwd_sm90.cuh), dQ in a fixed order, {dt}, head dims up to {DP}."),
     ("kernels/gemm/gemm_kernels.h", "OPSI_GEMM_SM90_DTYPES", "OPSI_GEMM_SM90_KERNELS", ("ID", "NAME", "BN"),
      "kernels/gemm/gemm_sm90_{dt}_{BN}_{B}.cu", "kernels/gemm/gemm_sm90.cuh",
-     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, {B_MN})",
+     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, {B_MN}, false)",
      "The Hopper GEMM (gemm_sm90.cuh), {dt}, tiles of 128 x {BN}, B {B_TEXT}."),
+    ("kernels/gemm/gemm_kernels.h", "OPSI_GEMM_SM90_DTYPES", "OPSI_GEMM_SM90_KERNELS", ("ID", "NAME", "BN"),
+     "kernels/gemm/gemm_sm90_{dt}_{BN}_{B}_plain.cu", "kernels/gemm/gemm_sm90.cuh",
+     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, {B_MN}, true)",
+     "The Hopper GEMM (gemm_sm90.cuh), {dt}, tiles of 128 x {BN}, B {B_TEXT}, for calls without an epilogue."),
     ("kernels/gemm/gemm_kernels.h", "OPSI_GEMM_SM90_DTYPES", "OPSI_GEMM_SM90_KMAJOR_KERNELS", ("ID", "NAME", "BN"),
      "kernels/gemm/gemm_sm90_{dt}_{BN}_bk.cu", "kernels/gemm/gemm_sm90.cuh",
-     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, false)",
+     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, false, false)",
      "The Hopper GEMM (gemm_sm90.cuh), {dt}, tiles of 128 x {BN}, B K-major."),
+    ("kernels/gemm/gemm_kernels.h", "OPSI_GEMM_SM90_DTYPES", "OPSI_GEMM_SM90_KMAJOR_KERNELS", ("ID", "NAME", "BN"),
+     "kernels/gemm/gemm_sm90_{dt}_{BN}_bk_plain.cu", "kernels/gemm/gemm_sm90.cuh",
+     "OPSI_GEMM_SM90_INSTANTIATE({T}, {BN}, false, true)",
+     "The Hopper GEMM (gemm_sm90.cuh), {dt}, tiles of 128 x {BN}, B K-major, for calls without an epilogue."),
 ]
 # families whose kernels are also built per B layout: (list macro, entry fields)
 LAYOUTS = {"OPSI_GEMM_SM90_KERNELS": ("OPSI_GEMM_SM90_B_LAYOUTS", ("B", "B_MN"))}

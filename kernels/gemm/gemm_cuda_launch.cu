@@ -41,14 +41,15 @@ OPSI_CP_EXTERN(float, false)
 OPSI_CP_EXTERN(float, true)
 #undef OPSI_CP_EXTERN
 
-/* gemm_sm90_<dtype>_<BN>_<layout>.cu (gemm_kernels.h's lists) */
-#define OPSI_SM90_EXTERN_B(ID, NAME, BN, T) \
-  extern OPSI_GEMM_SM90_TEMPLATE(T, BN, false) extern OPSI_GEMM_SM90_TEMPLATE(T, BN, true)
+/* gemm_sm90_<dtype>_<BN>_<layout>[_plain].cu (gemm_kernels.h's lists) */
+#define OPSI_SM90_EXTERN_P(T, BN, B_MN) \
+  extern OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN, false) extern OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN, true)
+#define OPSI_SM90_EXTERN_B(ID, NAME, BN, T) OPSI_SM90_EXTERN_P(T, BN, false) OPSI_SM90_EXTERN_P(T, BN, true)
 #define OPSI_SM90_EXTERN(ID, NAME, BN) \
   OPSI_SM90_EXTERN_B(ID, NAME, BN, __nv_bfloat16) OPSI_SM90_EXTERN_B(ID, NAME, BN, __half)
 OPSI_GEMM_SM90_KERNELS(OPSI_SM90_EXTERN)
 #define OPSI_SM90_KMAJOR_EXTERN(ID, NAME, BN) \
-  extern OPSI_GEMM_SM90_TEMPLATE(__nv_bfloat16, BN, false) extern OPSI_GEMM_SM90_TEMPLATE(__half, BN, false)
+  OPSI_SM90_EXTERN_P(__nv_bfloat16, BN, false) OPSI_SM90_EXTERN_P(__half, BN, false)
 OPSI_GEMM_SM90_KMAJOR_KERNELS(OPSI_SM90_KMAJOR_EXTERN)
 
 namespace {
@@ -148,9 +149,11 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   cudaError_t e;
   const int l2_hints = opsi_gemm_sm90_l2_hints(order.tiles_m, order.tiles_n, g.batch > 1 && !b_batched);
-#define OPSI_SM90_LAUNCH(T, B_MN)                                                                                  \
-  opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, wide, \
-                                            l2_hints, grid, stream)
+  /* a call without an epilogue runs the plain instantiation (gemm_sm90_kernel's PLAIN) */
+#define OPSI_SM90_LAUNCH_P(T, B_MN, PLAIN)                                                                   \
+  opsi::sm90::launch_gemm_sm90<T, BN, B_MN, PLAIN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, \
+                                                   wide, l2_hints, grid, stream)
+#define OPSI_SM90_LAUNCH(T, B_MN) (g.plain ? OPSI_SM90_LAUNCH_P(T, B_MN, true) : OPSI_SM90_LAUNCH_P(T, B_MN, false))
   if constexpr (!OPSI_GEMM_SM90_BOXED(BN)) { /* B K-major: the rows take no other */
     e = a->a.dtype == OPS_DTYPE_BF16 ? OPSI_SM90_LAUNCH(__nv_bfloat16, false) : OPSI_SM90_LAUNCH(__half, false);
   } else if (a->a.dtype == OPS_DTYPE_BF16) {
@@ -159,6 +162,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
     e = b_mn ? OPSI_SM90_LAUNCH(__half, true) : OPSI_SM90_LAUNCH(__half, false);
   }
 #undef OPSI_SM90_LAUNCH
+#undef OPSI_SM90_LAUNCH_P
   int32_t *gr = ctx->info->grid, *bl = ctx->info->block;
   gr[0] = grid, gr[1] = gr[2] = 1;
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;

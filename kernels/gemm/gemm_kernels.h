@@ -3,7 +3,9 @@
  * with one capability row and one launcher (extern "C" opsi_gemm_cuda_sm90_<NAME>), built
  * for every dtype of OPSI_GEMM_SM90_DTYPES and every B layout of OPSI_GEMM_SM90_B_LAYOUTS (the
  * launcher picks the layout at run time) as one explicit instantiation a source file,
- * kernels/gemm/gemm_sm90_<dtype>_<BN>_<layout>.cu, which tools/gen_kernel_sources.py writes
+ * kernels/gemm/gemm_sm90_<dtype>_<BN>_<layout>.cu, and once more for calls without an
+ * epilogue, ..._<layout>_plain.cu (the launcher runs it where the call is plain: the kernel
+ * without the fused epilogues, a tenth of the code). tools/gen_kernel_sources.py writes them
  * from these lists (//tests/tools:kernel_sources_test fails when the files and the lists
  * differ). The rows (capabilities/gemm_rows.c), the prototypes (gemm_cuda.h), the launchers
  * and their extern template declarations (gemm_cuda_launch.cu) expand the same lists.

@@ -79,9 +79,11 @@ __device__ __forceinline__ void split_reduce(uint8_t *ring_smem, int32_t parts, 
  * every bt: a broadcast operand). pairs, bit 0: D's columns are unit-stride and every pair of
  * columns (2c, 2c + 1) is aligned for one store; bit 1: so are C's and the residual's (each
  * when given) for one load, and the bias's, or the bias has column stride 0. l2_hints: A's
- * l2_evict in bits 0-1, B's in bits 2-3 (gemm_shape.h's opsi_gemm_sm90_l2_hints).
+ * l2_evict in bits 0-1, B's in bits 2-3 (gemm_shape.h's opsi_gemm_sm90_l2_hints). PLAIN: the
+ * instantiation for calls without an epilogue (g.plain), which holds only the plain stores and
+ * the staged path (epilogue_half): a tenth of the code, and the plain calls run faster in it.
  */
-template <typename T, int BN, bool B_MN>
+template <typename T, int BN, bool B_MN, bool PLAIN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_d, const gemm_geom g, const tile_order order,
@@ -154,11 +156,11 @@ __global__ void __launch_bounds__(THREADS, 1)
           const uint32_t bias_pair = bias_of(bt, tn);
           mma_wide<T, BN, B_MN>(sm, ring, kblocks, lane, lo_acc, hi_acc);
           if (ts.t + gridDim.x < order.tiles) named_bar_arrive(4 + (cw ^ 1), 256);
-          epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, lo_acc, pairs,
-                            sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+          epilogue_half<BN, PLAIN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, lo_acc, pairs,
+                                   sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
           if (row_base + 64 < g.m) {
-            epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base + 64, (int64_t)tn * BN, hi_acc, pairs,
-                              sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+            epilogue_half<BN, PLAIN>(g, &map_d, d_tma != 0, mode, bt, row_base + 64, (int64_t)tn * BN, hi_acc,
+                                     pairs, sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
           }
         }
         if (threadIdx.x % 128 == 0) bulk_wait<0>(); /* the last TMA stores, before shared memory goes */
@@ -182,8 +184,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       else mma<T, BN, B_MN, OPSI_GEMM_SM90_IN_FLIGHT_SPLIT>(sm, ring, kb1 - kb0, cw, lane, acc);
       if (ks.parts > 1) split_reduce<BN>(sm.stages, ks.parts, true, row_base + warp % 4 * 16 < g.m, cw, acc);
       if (owner) {
-        epilogue_half<BN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, acc, pairs,
-                          sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
+        epilogue_half<BN, PLAIN>(g, &map_d, d_tma != 0, mode, bt, row_base, (int64_t)tn * BN, acc, pairs,
+                                 sm.epi + cw * EPI_WG_BYTES, sm.bias + cw * BN * 2, bias_pair, cw);
       }
     }
     if (threadIdx.x % 128 == 0) bulk_wait<0>(); /* the last TMA stores, before shared memory goes */
@@ -197,12 +199,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 /* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs; with
  * ks.parts > 1 (grid = tiles x parts) in clusters of ks.parts. */
-template <typename T, int BN, bool B_MN>
+template <typename T, int BN, bool B_MN, bool PLAIN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_d,
                              const gemm_geom &g, const tile_order &order, const k_split &ks, int a_batched,
                              int b_batched, int pairs, int d_tma, int wide, int l2_hints, int grid,
                              cudaStream_t stream) {
-  const auto kernel = gemm_sm90_kernel<T, BN, B_MN>;
+  const auto kernel = gemm_sm90_kernel<T, BN, B_MN, PLAIN>;
   const cudaError_t e = smem_optin(kernel, cfg<BN>::SMEM_BYTES);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t lc = {};
@@ -224,9 +226,9 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 }  // namespace opsi
 
 /* One instantiation (the kernel sources, gemm_kernels.h's lists); `extern` before it declares it. */
-#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN) OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)
-#define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN)                                                               \
-  template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN>(                                          \
+#define OPSI_GEMM_SM90_INSTANTIATE(T, BN, B_MN, PLAIN) OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN, PLAIN)
+#define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN, PLAIN)                                                        \
+  template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN, PLAIN>(                                   \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
       const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, int, int, cudaStream_t);
 

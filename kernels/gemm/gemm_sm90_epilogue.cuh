@@ -294,8 +294,9 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
  * elements). A plain half with a 16-bit D that has a store map (d_tma) goes through TMA
  * stores, whole or not; else a whole half is stored from registers: plain with any D
  * (pairs aligned), fused (see pair_epilogue) with 16-bit D, through TMA stores when it can;
- * anything else is staged through shared memory. */
-template <int BN>
+ * anything else is staged through shared memory. PLAIN: the plain calls' kernel, without the
+ * fused paths (a plain call never takes them). */
+template <int BN, bool PLAIN>
 __device__ __forceinline__ void epilogue_half(const gemm_geom &g, const CUtensorMap *map_d, bool d_tma, int mode,
                                               int64_t bt, int64_t row_base, int64_t col_base,
                                               const float (&acc)[BN / 2], int32_t pairs, uint8_t *epi, void *stage,
@@ -317,10 +318,10 @@ __device__ __forceinline__ void epilogue_half(const gemm_geom &g, const CUtensor
       case OPS_DTYPE_F16: store_plain<BN, __half>(g, bt, row0, col0, acc); break;
       default: store_plain<BN, float>(g, bt, row0, col0, acc); break;
     }
-  } else if (fused && g.d_dtype == OPS_DTYPE_BF16) {
+  } else if (!PLAIN && fused && g.d_dtype == OPS_DTYPE_BF16) {
     epilogue_fused_act<BN, __nv_bfloat16>(g, map_d, d_tma, mode, bt, row_base, col_base, acc, epi,
                                           static_cast<__nv_bfloat16 *>(stage), bias_pair, cw);
-  } else if (fused && g.d_dtype == OPS_DTYPE_F16) {
+  } else if (!PLAIN && fused && g.d_dtype == OPS_DTYPE_F16) {
     epilogue_fused_act<BN, __half>(g, map_d, d_tma, mode, bt, row_base, col_base, acc, epi,
                                    static_cast<__half *>(stage), bias_pair, cw);
   } else {

@@ -1,4 +1,4 @@
 /* The Hopper GEMM (gemm_sm90.cuh), f16, tiles of 128 x 96, B K-major. Written by tools/gen_kernel_sources.py from kernels/gemm/gemm_kernels.h. */
 #include "kernels/gemm/gemm_sm90.cuh"
 
-OPSI_GEMM_SM90_INSTANTIATE(__half, 96, false)
+OPSI_GEMM_SM90_INSTANTIATE(__half, 96, false, false)

@@ -15,6 +15,8 @@
 #                             instruction fetch), L1/TEX and shared-memory bank conflicts, DRAM
 #                             bytes, the tensor pipe. KERNEL torch:cudnn profiles PyTorch's
 #                             cuDNN backend instead (NCU_KERNEL: the kernel-name regex, sdpa)
+#   ncu_gemm NAME ARGS        the same for the 3rd GEMM launch of `gemm_grid.py --one ARGS`
+#                             (KERNEL M N K: B as nn.Linear stores it, bf16)
 #   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
 #                             its own, `default` for the legacy stream): host time per call
 #   refetch NAME [ARGS]       bench/code_refetch.py with library NAME (--json into the logs):
@@ -56,9 +58,11 @@ grid_of() {
 grid() { grid_of attn_grid.py "$@"; }
 gemm() { grid_of gemm_grid.py "$@"; }
 gridcmp() { python3 "$B/bench/grid_cmp.py" "$L" "$@"; }
-ncu_one() {
-  local lib=$1 s
-  shift
+ncu_one() { ncu_of attn_grid.py "${NCU_KERNEL:-sdpa}" "$@"; }
+ncu_gemm() { ncu_of gemm_grid.py "${NCU_KERNEL:-gemm_sm90}" "$@"; }
+ncu_of() {
+  local script=$1 regex=$2 lib=$3 s
+  shift 3
   local m=gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
   m=$m,smsp__warps_eligible.avg.per_cycle_active,smsp__warps_active.avg.per_cycle_active
   for s in barrier long_scoreboard short_scoreboard wait math_pipe_throttle no_instruction branch_resolving; do
@@ -69,8 +73,8 @@ ncu_one() {
   m=$m,dram__bytes_read.sum,dram__bytes_write.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
   m=$m,launch__grid_size,launch__block_size,launch__shared_mem_per_block_dynamic,launch__registers_per_thread
   m=$m,sm__warps_active.avg.pct_of_peak_sustained_active
-  OPSLIB_LIBRARY="$B/lib/$lib.so" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-sdpa}" --launch-skip 2 \
-    --launch-count 1 --metrics "$m" python3 "$B/bench/attn_grid.py" --one "$@" 2>&1 | grep -E "Context|__" |
+  OPSLIB_LIBRARY="$B/lib/$lib.so" ncu --clock-control none --kernel-name "regex:$regex" --launch-skip 2 \
+    --launch-count 1 --metrics "$m" python3 "$B/bench/$script" --one "$@" 2>&1 | grep -E "Context|__" |
     sed 's/  */ /g'
 }
 host() {

@@ -7,6 +7,7 @@ one kernel (the grids) find their code cached. Kernel times from CUPTI (torch.pr
 call's kernels summed (memsets too), the median over 30 calls, each after its evicting kernel.
 
     python3 bench/code_refetch.py [--json FILE] [--groups target,short] [--ms 16,128,512]
+                                  [--rows 1,16,128,4096] [--bwd]
 
 The cubin is built with nvcc (PATH, else /usr/local/cuda/bin) for the device's SM.
 """
@@ -29,6 +30,9 @@ import sweep  # noqa: E402
 
 CALLS = 30
 GEMMS = [(4096, 4096), (6144, 4096), (1024, 1024)]  # (N, K), weights K-major; M from --ms
+ROW_OPS, ROW_COLS = ("rmsnorm", "softmax"), 4096  # rows from --rows
+BWD = [c for c in sweep.sdpa_bwd_grid(False)  # --bwd: the sweep's short backward calls
+       if c["sq"] <= 512 and c["d"] == 128 or c["b"] == 4 and c["sq"] == 512]
 
 
 class Evictors:
@@ -109,6 +113,8 @@ def main():
     ap.add_argument("--groups", default="target,short",
                     help="attn_grid.py's groups (comma-separated; none: no attention)")
     ap.add_argument("--ms", default="16,128,512", help="the GEMMs' M values (none: no GEMM)")
+    ap.add_argument("--rows", default="none", help=f"rows of {' and '.join(ROW_OPS)} over {ROW_COLS} columns")
+    ap.add_argument("--bwd", action="store_true", help="the attention backward of the sweep's short calls too")
     args = ap.parse_args()
     found = sweep.torch_and_opslib("code_refetch.py", "its kernels are the comparison")
     if found is None:
@@ -137,15 +143,26 @@ def main():
         for m in ([] if args.ms == "none" else [int(x) for x in args.ms.split(",")]):
             cases.append(({"m": m, "n": n, "k": k}, gemm_grid.case(m, n, k),
                           {"matmul": lambda t: torch.matmul(t["a"], t["b"])}))
+    row_counts = [] if args.rows == "none" else [int(x) for x in args.rows.split(",")]
+    for op in ROW_OPS:
+        for rows in row_counts:
+            c = {"op": op, "family": "rows", "dtype": "bf16", "rows": rows, "cols": ROW_COLS}
+            cases.append(({"op": op, "rows": rows, "cols": ROW_COLS}, c, sweep.torch_calls(torch, c)))
+    for c in BWD if args.bwd else []:
+        cases.append(({"op": "sdpa_bwd", "b": c["b"], "s": c["sq"], "hq": c["hq"], "hkv": c["hkv"], "d": c["d"],
+                       "causal": c["causal"]}, c, sweep.torch_calls(torch, c)))
     for shape, c, theirs in cases:
         sets = sweep.input_sets(torch, c, gen, l2)
+        for t in sets:  # the backward's o and lse, outside the timing
+            sweep.prepare(opslib, c, t)
         label = grid_cmp.label(shape)  # the grids' names of shapes
         row = dict(shape, call=label,
                    ops=measure(torch, ev, lambda t: sweep.opslib_call(opslib, c, t, handle=h), sets))
         report(label, "opslib", row["ops"])
         for name, fn in theirs.items():
-            try:
-                fn(sets[0])
+            try:  # on every set: PyTorch's backward runs its forward once a set, outside the timing
+                for t in sets:
+                    fn(t)
             except RuntimeError:  # a backend that does not take the shape
                 continue
             row[name] = measure(torch, ev, fn, sets)

@@ -37,8 +37,11 @@ def shape_of(row):
 def label(row):
     if "m" in row:
         return f"m{row['m']} n{row['n']} k{row['k']}"
+    if "rows" in row:  # bench/code_refetch.py's row ops
+        return f"{row['op']} {row['rows']}x{row['cols']}"
     heads = f"H{row['hq']}" if row["hq"] == row["hkv"] else f"GQA {row['hq']}:{row['hkv']}"
-    return f"B{row['b']} S{row['s']} {heads} d{row['d']}" + (" causal" if row["causal"] else "")
+    bwd = "bwd " if row.get("op") == "sdpa_bwd" else ""
+    return f"{bwd}B{row['b']} S{row['s']} {heads} d{row['d']}" + (" causal" if row["causal"] else "")
 
 
 def runs_in_dir(path, build, kind):

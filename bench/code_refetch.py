@@ -31,8 +31,7 @@ import sweep  # noqa: E402
 CALLS = 30
 GEMMS = [(4096, 4096), (6144, 4096), (1024, 1024)]  # (N, K), weights K-major; M from --ms
 ROW_OPS, ROW_COLS = ("rmsnorm", "softmax"), 4096  # rows from --rows
-BWD = [c for c in sweep.sdpa_bwd_grid(False)  # --bwd: the sweep's short backward calls
-       if c["sq"] <= 512 and c["d"] == 128 or c["b"] == 4 and c["sq"] == 512]
+BWD_MAX_S = 512  # --bwd: the sweep's causal backward calls of at most this many tokens a sequence
 
 
 class Evictors:
@@ -114,7 +113,8 @@ def main():
                     help="attn_grid.py's groups (comma-separated; none: no attention)")
     ap.add_argument("--ms", default="16,128,512", help="the GEMMs' M values (none: no GEMM)")
     ap.add_argument("--rows", default="none", help=f"rows of {' and '.join(ROW_OPS)} over {ROW_COLS} columns")
-    ap.add_argument("--bwd", action="store_true", help="the attention backward of the sweep's short calls too")
+    ap.add_argument("--bwd", action="store_true",
+                    help=f"the sweep's causal attention backward calls of S <= {BWD_MAX_S} too")
     args = ap.parse_args()
     found = sweep.torch_and_opslib("code_refetch.py", "its kernels are the comparison")
     if found is None:
@@ -148,7 +148,9 @@ def main():
         for rows in row_counts:
             c = {"op": op, "family": "rows", "dtype": "bf16", "rows": rows, "cols": ROW_COLS}
             cases.append(({"op": op, "rows": rows, "cols": ROW_COLS}, c, sweep.torch_calls(torch, c)))
-    for c in BWD if args.bwd else []:
+    for c in sweep.sdpa_bwd_grid(False) if args.bwd else []:
+        if not c["causal"] or c["sq"] > BWD_MAX_S:
+            continue
         cases.append(({"op": "sdpa_bwd", "b": c["b"], "s": c["sq"], "hq": c["hq"], "hkv": c["hkv"], "d": c["d"],
                        "causal": c["causal"]}, c, sweep.torch_calls(torch, c)))
     for shape, c, theirs in cases:

@@ -19,7 +19,8 @@
 #                             (KERNEL M N K: B as nn.Linear stores it, bf16)
 #   host NAME [ARGS]          bench/host_launch.cu built against library NAME and run (ARGS:
 #                             its own, `default` for the legacy stream): host time per call
-#   refetch NAME [ARGS]       bench/code_refetch.py with library NAME (--json into the logs):
+#   refetch NAME [ARGS]       bench/code_refetch.py with library NAME (--json into the logs,
+#                             code_refetch_NAME_<i>.json, i counting this call's runs of NAME):
 #                             each call after a 200 KB kernel against after a 3 KB one
 #   sass CUBIN..              tools/sass_stats.py --loops on each cubin's cuobjdump listing
 #                             (nvcc -cubin here, carried beside the archive): HGMMA shapes,
@@ -86,9 +87,10 @@ host() {
     LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" "$d/host_launch" "$@" 2>&1 | tee "$L/host_$lib.log"
 }
 refetch() {
-  local lib=$1
+  local lib=$1 i=1
   shift
-  OPSLIB_LIBRARY="$B/lib/$lib.so" python3 "$B/bench/code_refetch.py" --json "$L/code_refetch_$lib.json" "$@"
+  while [ -e "$L/code_refetch_${lib}_$i.json" ]; do i=$((i + 1)); done  # a call's earlier runs stay
+  OPSLIB_LIBRARY="$B/lib/$lib.so" python3 "$B/bench/code_refetch.py" --json "$L/code_refetch_${lib}_$i.json" "$@"
 }
 sass() {
   local f

@@ -71,12 +71,14 @@ template <> __device__ __forceinline__ void store2<__nv_bfloat16>(__nv_bfloat16 
 
 /* Outputs (bt, i, j) and (bt, i, j + 1) from accumulators v0, v1; j + 1 may be past N. One
  * 4-byte (8-byte for f32) store when the pair is whole, D's columns are unit-stride and the
- * pair's address is aligned to its size; element stores otherwise. */
+ * pair's address is aligned to its size; element stores otherwise. PLAIN: the caller only
+ * passes plain calls (g.plain), and the element epilogue is not compiled in. */
+template <bool PLAIN = false>
 __device__ __forceinline__ void gemm_store_pair(const gemm_geom &g, int64_t bt, int64_t i, int64_t j, float v0,
                                                 float v1) {
   if (i >= g.m || j >= g.n) return;
   const bool pair = j + 1 < g.n;
-  if (!g.plain) {
+  if (!PLAIN && !g.plain) {
     v0 = gemm_epilogue(g, bt, i, j, v0);
     if (pair) v1 = gemm_epilogue(g, bt, i, j + 1, v1);
   }

@@ -80,8 +80,8 @@ __device__ __forceinline__ void split_reduce(uint8_t *ring_smem, int32_t parts, 
  * columns (2c, 2c + 1) is aligned for one store; bit 1: so are C's and the residual's (each
  * when given) for one load, and the bias's, or the bias has column stride 0. l2_hints: A's
  * l2_evict in bits 0-1, B's in bits 2-3 (gemm_shape.h's opsi_gemm_sm90_l2_hints). PLAIN: the
- * instantiation for calls without an epilogue (g.plain), which holds only the plain stores and
- * the staged path (epilogue_half): a tenth of the code, and the plain calls run faster in it.
+ * instantiation for calls without an epilogue (g.plain): the plain stores and a staged path
+ * without the element epilogue (epilogue_half, epilogue_staged), none of the fused paths.
  */
 template <typename T, int BN, bool B_MN, bool PLAIN>
 __global__ void __launch_bounds__(THREADS, 1)

@@ -255,8 +255,8 @@ __device__ __forceinline__ void epilogue_fused_act(const gemm_geom &g, const CUt
  * takes a pair of columns of every eighth row (a half warp covers a row segment: coalesced
  * C / bias / residual reads and D writes) through the element epilogue, in a loop the
  * compiler keeps rolled. `buf` is the warpgroup's staging area, which its TMA stores' buffers
- * share; named barrier 1 + cw. */
-template <int BN>
+ * share; named barrier 1 + cw. PLAIN: plain calls only, stored without the element epilogue. */
+template <int BN, bool PLAIN>
 __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, int64_t row0, int64_t col0,
                                                 const float (&acc)[BN / 2], float *buf, int cw) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
@@ -283,7 +283,7 @@ __device__ __forceinline__ void epilogue_staged(const gemm_geom &g, int64_t bt, 
 #pragma unroll 1
     for (int row = t / (EPI_COLS / 2); row < 64 && pc < cols; row += 128 / (EPI_COLS / 2)) {
       const float2 v = *reinterpret_cast<const float2 *>(&buf[row * EPI_PITCH + pc]);
-      gemm_store_pair(g, bt, row0 + row, col0 + ch * EPI_COLS + pc, v.x, v.y);
+      gemm_store_pair<PLAIN>(g, bt, row0 + row, col0 + ch * EPI_COLS + pc, v.x, v.y);
     }
     asm volatile("bar.sync %0, 128;" ::"r"(1 + cw) : "memory");
   }
@@ -325,7 +325,7 @@ __device__ __forceinline__ void epilogue_half(const gemm_geom &g, const CUtensor
     epilogue_fused_act<BN, __half>(g, map_d, d_tma, mode, bt, row_base, col_base, acc, epi,
                                    static_cast<__half *>(stage), bias_pair, cw);
   } else {
-    epilogue_staged<BN>(g, bt, row_base, col_base, acc, reinterpret_cast<float *>(epi), cw);
+    epilogue_staged<BN, PLAIN>(g, bt, row_base, col_base, acc, reinterpret_cast<float *>(epi), cw);
   }
 }
 

@@ -45,7 +45,7 @@ def label(row):
 
 
 def runs_in_dir(path, build, kind):
-    """The runs of `build` in `path`, in run order (ab_run.sh numbers them across builds)."""
+    """The runs of `build` in `path`, in run order (ab_run.sh numbers a build's runs)."""
     kinds = [kind] if kind else ["attn", "gemm"]
     found = {}
     for k in kinds:

@@ -47,13 +47,19 @@ san() {
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$log" | tail -n 4
   grep -m 1 -A 12 -E "^========= (Error|Warning|Race|Invalid|Program hit)" "$log"
 }
+# The first free $L/STEM_<i>.json: a call's earlier runs stay, whichever command wrote them.
+fresh_json() {
+  local i=1
+  while [ -e "$L/$1_$i.json" ]; do i=$((i + 1)); done
+  echo "$L/$1_$i.json"
+}
 grid_of() {
-  local script=$1 libs=$2 i=0
+  local script=$1 libs=$2 json
   shift 2
   for l in $libs; do
-    i=$((i + 1))
-    echo "=== $l (run $i) $(date -u +%H:%M:%SZ)"
-    OPSLIB_LIBRARY="$B/lib/$l.so" python3 "$B/bench/$script" --json "$L/${script%.py}_${l}_$i.json" "$@"
+    json=$(fresh_json "${script%.py}_$l")
+    echo "=== $l ($(basename "$json")) $(date -u +%H:%M:%SZ)"
+    OPSLIB_LIBRARY="$B/lib/$l.so" python3 "$B/bench/$script" --json "$json" "$@"
   done
 }
 grid() { grid_of attn_grid.py "$@"; }
@@ -87,10 +93,9 @@ host() {
     LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" "$d/host_launch" "$@" 2>&1 | tee "$L/host_$lib.log"
 }
 refetch() {
-  local lib=$1 i=1
+  local lib=$1
   shift
-  while [ -e "$L/code_refetch_${lib}_$i.json" ]; do i=$((i + 1)); done  # a call's earlier runs stay
-  OPSLIB_LIBRARY="$B/lib/$lib.so" python3 "$B/bench/code_refetch.py" --json "$L/code_refetch_${lib}_$i.json" "$@"
+  OPSLIB_LIBRARY="$B/lib/$lib.so" python3 "$B/bench/code_refetch.py" --json "$(fresh_json "code_refetch_$lib")" "$@"
 }
 sass() {
   local f

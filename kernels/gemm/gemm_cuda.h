@@ -26,11 +26,20 @@ extern "C" {
 #define OPSI_GEMM_SM90_PLAN_HALF_TMA_STORE \
   "persistent," OPSI_GEMM_SM90_PLAN_HALF " D stored by TMA from swizzled shared memory"
 #define OPSI_GEMM_SM90_PLAN_HALF_THREAD_STORE "persistent," OPSI_GEMM_SM90_PLAN_HALF " D stored by the threads"
-/* The plan of an unsplit call of M rows, as the launcher reports it and the rows predict it. */
-static inline const char *opsi_gemm_sm90_unsplit_plan(int wide, int64_t m, int d_tma) {
-  if (wide) return d_tma ? OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE : OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE;
-  if (m <= 64) return d_tma ? OPSI_GEMM_SM90_PLAN_HALF_TMA_STORE : OPSI_GEMM_SM90_PLAN_HALF_THREAD_STORE;
-  return d_tma ? OPSI_GEMM_SM90_PLAN_TMA_STORE : OPSI_GEMM_SM90_PLAN_THREAD_STORE;
+/* The same launched in clusters of OPSI_GEMM_SM90_SPREAD_CLUSTER (opsi_gemm_sm90_spread_cluster;
+ * the GPU suite holds each launch to the cluster size its plan names). */
+#define OPSI_GEMM_SM90_PLAN_SPREAD "; blocks in clusters of 4, a partial wave spread over the GPCs"
+/* The plan of an unsplit call of M rows, as the launcher reports it and the rows predict it
+ * (cluster: opsi_gemm_sm90_spread_cluster's). */
+static inline const char *opsi_gemm_sm90_unsplit_plan(int wide, int64_t m, int d_tma, int cluster) {
+#define OPSI_GEMM_SM90_PLAN_OF(P) (cluster ? P OPSI_GEMM_SM90_PLAN_SPREAD : P)
+  if (wide) return d_tma ? OPSI_GEMM_SM90_PLAN_OF(OPSI_GEMM_SM90_PLAN_WIDE_TMA_STORE)
+                         : OPSI_GEMM_SM90_PLAN_OF(OPSI_GEMM_SM90_PLAN_WIDE_THREAD_STORE);
+  if (m <= 64) return d_tma ? OPSI_GEMM_SM90_PLAN_OF(OPSI_GEMM_SM90_PLAN_HALF_TMA_STORE)
+                            : OPSI_GEMM_SM90_PLAN_OF(OPSI_GEMM_SM90_PLAN_HALF_THREAD_STORE);
+  return d_tma ? OPSI_GEMM_SM90_PLAN_OF(OPSI_GEMM_SM90_PLAN_TMA_STORE)
+               : OPSI_GEMM_SM90_PLAN_OF(OPSI_GEMM_SM90_PLAN_THREAD_STORE);
+#undef OPSI_GEMM_SM90_PLAN_OF
 }
 
 /* Hopper (sm_90a): TMA + wgmma, warp-specialized, persistent; f16 / bf16, A K-major:

@@ -140,6 +140,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   const int wide = opsi_gemm_sm90_wide(BN, g.m, ks.parts);
   const int64_t units = order.tiles * ks.parts; /* split: every unit its own block, within a wave */
   const int grid = (int)(ks.parts > 1 || units < ctx->sm_count ? units : ctx->sm_count);
+  const int cluster = opsi_gemm_sm90_spread_cluster(grid, ks.parts, ctx->sm_count);
   const int pairs = (pair_view(g.d, g.batch, g.d_dtype) ? 1 : 0) |
                     (pair_view(g.c, g.batch, g.d_dtype) && pair_view(g.res, g.batch, g.d_dtype) &&
                              (g.bias.sc == 0 || pair_view(g.bias, g.batch, g.d_dtype))
@@ -152,7 +153,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   /* a call without an epilogue runs the plain instantiation (gemm_sm90_kernel's PLAIN) */
 #define OPSI_SM90_LAUNCH_P(T, B_MN, PLAIN)                                                                   \
   opsi::sm90::launch_gemm_sm90<T, BN, B_MN, PLAIN>(ma, mb, md, g, order, ks, a_batched, b_batched, pairs, d_tma, \
-                                                   wide, l2_hints, grid, stream)
+                                                   wide, l2_hints, grid, cluster, stream)
 #define OPSI_SM90_LAUNCH(T, B_MN) (g.plain ? OPSI_SM90_LAUNCH_P(T, B_MN, true) : OPSI_SM90_LAUNCH_P(T, B_MN, false))
   if constexpr (!OPSI_GEMM_SM90_BOXED(BN)) { /* B K-major: the rows take no other */
     e = a->a.dtype == OPS_DTYPE_BF16 ? OPSI_SM90_LAUNCH(__nv_bfloat16, false) : OPSI_SM90_LAUNCH(__half, false);
@@ -167,8 +168,9 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   gr[0] = grid, gr[1] = gr[2] = 1;
   bl[0] = opsi::sm90::THREADS, bl[1] = bl[2] = 1;
   ctx->info->smem_bytes = opsi::sm90::cfg<BN>::SMEM_BYTES;
-  ctx->info->cluster = ks.parts > 1 ? ks.parts : 0;
-  ctx->info->plan = ks.parts > 1 ? opsi_gemm_splitk_plan(ks.parts) : opsi_gemm_sm90_unsplit_plan(wide, g.m, d_tma);
+  ctx->info->cluster = ks.parts > 1 ? ks.parts : cluster;
+  ctx->info->plan =
+      ks.parts > 1 ? opsi_gemm_splitk_plan(ks.parts) : opsi_gemm_sm90_unsplit_plan(wide, g.m, d_tma, cluster);
   return opsi::launch_status(ctx, e);
 }
 

@@ -131,6 +131,19 @@ static inline int32_t opsi_gemm_splitk_parts(int64_t batch, int64_t m, int64_t n
   return best;
 }
 
+/* Unsplit calls whose blocks fill half a wave or more but not all of it launch in clusters
+ * of SPREAD_CLUSTER blocks, where the grid is a multiple of it and no larger than such
+ * clusters keep resident (SPLITK_CLUSTER_FILL of the SMs): the hardware places a cluster's
+ * blocks on one GPC, so the partial wave is spread over the GPCs a cluster at a time rather
+ * than left to the block scheduler. The kernel uses no cluster feature there (no multicast,
+ * no distributed shared memory). 0: the call runs without clusters. */
+#define OPSI_GEMM_SM90_SPREAD_CLUSTER 4
+static inline int32_t opsi_gemm_sm90_spread_cluster(int64_t grid, int32_t parts, int64_t sm_count) {
+  const int ok = parts == 1 && grid % OPSI_GEMM_SM90_SPREAD_CLUSTER == 0 && 2 * grid >= sm_count &&
+                 (double)grid <= OPSI_GEMM_SPLITK_CLUSTER_FILL * (double)sm_count;
+  return ok ? OPSI_GEMM_SM90_SPREAD_CLUSTER : 0;
+}
+
 /* The plan of a split count, in static words (explain, the profiler). */
 static inline const char *opsi_gemm_splitk_plan(int32_t parts) {
   switch (parts) {

@@ -198,11 +198,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* Host side: launches one instantiation (gemm_sm90_*.cu) on `grid` persistent CTAs; with
- * ks.parts > 1 (grid = tiles x parts) in clusters of ks.parts. */
+ * ks.parts > 1 (grid = tiles x parts) in clusters of ks.parts, else in clusters of `cluster`
+ * where it is over 1 (gemm_shape.h's opsi_gemm_sm90_spread_cluster). */
 template <typename T, int BN, bool B_MN, bool PLAIN>
 cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b, const CUtensorMap &map_d,
                              const gemm_geom &g, const tile_order &order, const k_split &ks, int a_batched,
-                             int b_batched, int pairs, int d_tma, int wide, int l2_hints, int grid,
+                             int b_batched, int pairs, int d_tma, int wide, int l2_hints, int grid, int cluster,
                              cudaStream_t stream) {
   const auto kernel = gemm_sm90_kernel<T, BN, B_MN, PLAIN>;
   const cudaError_t e = smem_optin(kernel, cfg<BN>::SMEM_BYTES);
@@ -216,8 +217,9 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   at[1].id = cudaLaunchAttributeClusterDimension;
-  at[1].val.clusterDim.x = (unsigned)ks.parts, at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
-  lc.attrs = at, lc.numAttrs = ks.parts > 1 ? 2 : 1;
+  at[1].val.clusterDim.x = (unsigned)(ks.parts > 1 ? ks.parts : cluster);
+  at[1].val.clusterDim.y = at[1].val.clusterDim.z = 1;
+  lc.attrs = at, lc.numAttrs = ks.parts > 1 || cluster > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&lc, kernel, map_a, map_b, map_d, g, order, ks, a_batched, b_batched, pairs, d_tma,
                             wide, l2_hints);
 }
@@ -230,6 +232,6 @@ cudaError_t launch_gemm_sm90(const CUtensorMap &map_a, const CUtensorMap &map_b,
 #define OPSI_GEMM_SM90_TEMPLATE(T, BN, B_MN, PLAIN)                                                        \
   template cudaError_t opsi::sm90::launch_gemm_sm90<T, BN, B_MN, PLAIN>(                                   \
       const CUtensorMap &, const CUtensorMap &, const CUtensorMap &, const opsi::gemm_geom &,                 \
-      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, int, int, cudaStream_t);
+      const opsi::tile_order &, const opsi::sm90::k_split &, int, int, int, int, int, int, int, int, cudaStream_t);
 
 #endif /* OPSLIB_KERNELS_GEMM_GEMM_SM90_CUH_ */

@@ -680,6 +680,20 @@ static void launch_variants_are_rows_or_plans(void **state) {
   assert_string_equal(e.plan[verdict_of(&e, "cuda_gemm_sm90_128x256") - e.verdicts],
                       "persistent, the first consumer warpgroup's 64 rows alone, the second idle; D stored by TMA "
                       "from swizzled shared memory");
+  /* an unsplit call of half a wave or more that leaves part of it idle (96 tiles of 128 x 64
+   * on 132 SMs) launches in clusters of 4; the same call's 128 x 128 tiles (48, under half a
+   * wave) and the 4 tiles above do not */
+  const int64_t as16[2] = {16, 4096}, bs16[2] = {4096, 6144}, ds16[2] = {16, 6144};
+  ops_tensor a16 = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, as16);
+  ops_tensor b16 = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, bs16);
+  ops_tensor d16 = desc(OPS_DTYPE_BF16, ops_device_cuda(0), 2, ds16);
+  OPST_OK(ops_gemm_explain(v, NULL, &a16, &b16, &d16, &e));
+  assert_string_equal(e.plan[verdict_of(&e, "cuda_gemm_sm90_128x64") - e.verdicts],
+                      "persistent, the first consumer warpgroup's 64 rows alone, the second idle; D stored by TMA "
+                      "from swizzled shared memory; blocks in clusters of 4, a partial wave spread over the GPCs");
+  assert_string_equal(e.plan[verdict_of(&e, "cuda_gemm_sm90_128x128") - e.verdicts],
+                      "persistent, the first consumer warpgroup's 64 rows alone, the second idle; D stored by TMA "
+                      "from swizzled shared memory");
 
   /* the attention backward: the default Hopper row cuts each key tile's walk in parts where
    * the key tiles fill too little of a wave (B1 S512 GQA 32:8: 32 key tiles on 132 SMs, 4

@@ -78,12 +78,14 @@ static void hold_to_row(seen_kernel *k, const ops_profile_record *r) {
   const int fixed = info.op == OPS_OP_SDPA || info.op == OPS_OP_GEMM;
   /* a split GEMM's clusters are its parts, which its plan states ("K split in N parts"), as
    * are a split-KV call's when a cluster merges them ("keys split in N parts, merged in a
-   * cluster") */
+   * cluster") and an unsplit GEMM's spread over the GPCs ("blocks in clusters of N") */
   int parts = 0;
   const char *plan = r->launch_plan;
+  const char *spread = plan != NULL ? strstr(plan, "blocks in clusters of ") : NULL;
   const int split = plan != NULL && (sscanf(plan, "K split in %d parts", &parts) == 1 ||
                                      (strstr(plan, "merged in a cluster") != NULL &&
-                                      sscanf(plan, "keys split in %d parts", &parts) == 1));
+                                      sscanf(plan, "keys split in %d parts", &parts) == 1) ||
+                                     (spread != NULL && sscanf(spread, "blocks in clusters of %d", &parts) == 1));
   const int ok = fixed ? threads == info.threads && r->smem_bytes == info.smem_bytes &&
                              (split ? r->cluster_blocks == parts : r->cluster_blocks == info.cluster_blocks)
                        : threads <= info.threads && r->smem_bytes <= info.smem_bytes && r->cluster_blocks <= info.cluster_blocks;

@@ -5,6 +5,7 @@ the dispatcher's choice beside torch.matmul on the same inputs, timed as bench/s
 
     python3 bench/gemm_grid.py [--json FILE]            # the 42 shapes, then the geomean
     python3 bench/gemm_grid.py --pinned [--ms 256,512]  # also every eligible Hopper row, pinned
+    python3 bench/gemm_grid.py --shapes 6144x1024,6144x8192  # other N x K pairs (with --ms)
     python3 bench/gemm_grid.py --one KERNEL M N K        # 8 launches of one pinned kernel (for ncu)
     python3 bench/gemm_grid.py --reestimate JSON [--sm 90]  # this build's choices, the run's times
     python3 bench/gemm_grid.py --cold | --apart | --chain   # calls alone, or after a GEMM (sweep.isolate)
@@ -43,6 +44,7 @@ def main():
     ap.add_argument("--one", nargs=4, metavar=("KERNEL", "M", "N", "K"))
     ap.add_argument("--pinned", action="store_true", help="time every eligible cuda_gemm_sm90 row too")
     ap.add_argument("--ms", default=",".join(map(str, MS)), help="the M values (default: all)")
+    ap.add_argument("--shapes", default=None, help="N x K pairs instead of the Llama projections: 6144x4096,...")
     ap.add_argument("--reestimate", metavar="JSON", help="a --pinned run's shapes: this build's choices (no GPU)")
     ap.add_argument("--sm", type=int, default=90, help="--reestimate: the described device's SM")
     sweep.isolation_args(ap)
@@ -59,7 +61,8 @@ def main():
     l2, timer, gen, out = sweep.grid_session(torch, opslib)
     pre_ops, pre_torch = sweep.isolate(torch, opslib, args, timer, out)
     ratios = []
-    for n, k in SHAPES:
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    for n, k in shapes:
         for m in (int(x) for x in args.ms.split(",")):
             c = case(m, n, k)
             sets = sweep.input_sets(torch, c, gen, l2)

@@ -87,7 +87,7 @@
 static const char *sm90_plan(const opsi_problem *p, int32_t bn, int32_t parts) {
   const int64_t *d = p->dims;
   const int64_t tiles = opsi_gemm_sm90_tiles(d[OPSI_GEMM_BATCH], d[OPSI_GEMM_M], d[OPSI_GEMM_N], bn);
-  const int64_t grid = tiles < p->sm_count ? tiles : p->sm_count;
+  const int64_t grid = opsi_gemm_sm90_grid(tiles * parts, parts, p->sm_count);
   return opsi_gemm_sm90_unsplit_plan(opsi_gemm_sm90_wide(bn, d[OPSI_GEMM_M], parts), d[OPSI_GEMM_M],
                                      OPSI_GEMM_SM90_BOXED(bn) && p->extra[0] != 0,
                                      opsi_gemm_sm90_spread_cluster(grid, parts, p->sm_count));

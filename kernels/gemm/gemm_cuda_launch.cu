@@ -138,8 +138,7 @@ template <int BN> ops_status run_sm90(const opsi_launch *ctx, const opsi_gemm_ar
   ks.a_bytes = a_rows * opsi::sm90::BK * 2;
   const int d_tma = OPSI_GEMM_SM90_BOXED(BN) && encode_store_map(&md, a, g) ? 1 : 0;
   const int wide = opsi_gemm_sm90_wide(BN, g.m, ks.parts);
-  const int64_t units = order.tiles * ks.parts; /* split: every unit its own block, within a wave */
-  const int grid = (int)(ks.parts > 1 || units < ctx->sm_count ? units : ctx->sm_count);
+  const int grid = (int)opsi_gemm_sm90_grid(order.tiles * ks.parts, ks.parts, ctx->sm_count);
   const int cluster = opsi_gemm_sm90_spread_cluster(grid, ks.parts, ctx->sm_count);
   const int pairs = (pair_view(g.d, g.batch, g.d_dtype) ? 1 : 0) |
                     (pair_view(g.c, g.batch, g.d_dtype) && pair_view(g.res, g.batch, g.d_dtype) &&

@@ -131,6 +131,13 @@ static inline int32_t opsi_gemm_splitk_parts(int64_t batch, int64_t m, int64_t n
   return best;
 }
 
+/* The blocks of a launch of `units` work units (tiles x parts): one a unit where the call is
+ * split (its clusters fit one wave) or the units are fewer than the SMs, else one an SM, each
+ * walking units in turn. The launcher launches it and the rows' plans predict from it. */
+static inline int64_t opsi_gemm_sm90_grid(int64_t units, int32_t parts, int64_t sm_count) {
+  return parts > 1 || units < sm_count ? units : sm_count;
+}
+
 /* Unsplit calls whose blocks fill half a wave or more but not all of it launch in clusters
  * of SPREAD_CLUSTER blocks, where the grid is a multiple of it and no larger than such
  * clusters keep resident (SPLITK_CLUSTER_FILL of the SMs): the hardware places a cluster's
